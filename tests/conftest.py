@@ -1,0 +1,77 @@
+"""Shared fixtures: the real LLVM 22 tools and real programs compiled to ThinLTO bitcode.
+
+Tests use real clang/lld/llvm-ar wherever the behaviour depends on them; a
+missing toolchain is a failure (run `.ci/setup`), never a skip.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+
+import workloads  # noqa: E402
+
+from dist_lto.toolchain import tool  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Llvm:
+    clang: str
+    clangxx: str
+    lld: str
+    ar: str
+    nm: str
+    objdump: str
+    readelf: str
+
+
+@pytest.fixture(scope="session")
+def llvm() -> Llvm:
+    tools = Llvm(
+        clang=tool("clang"),
+        clangxx=tool("clang++"),
+        lld=tool("ld.lld"),
+        ar=tool("llvm-ar"),
+        nm=tool("llvm-nm"),
+        objdump=tool("llvm-objdump"),
+        readelf=tool("llvm-readelf"),
+    )
+    for path in vars(tools).values():
+        if not os.access(path, os.X_OK):
+            pytest.fail(f"{path} is missing: run `bash .ci/setup` (installs clang-22 lld-22 llvm-22)")
+    return tools
+
+
+@pytest.fixture(scope="session")
+def dist_lto_cmd() -> list[str]:
+    """The installed `dist-lto` command (the console script in the venv)."""
+    exe = shutil.which("dist-lto", path=os.path.dirname(sys.executable))
+    return [exe] if exe else [sys.executable, "-m", "dist_lto"]
+
+
+def run_cli(args: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `python -m dist_lto ARGS` as a user would, capturing text output."""
+    return subprocess.run(
+        [sys.executable, "-m", "dist_lto", *args], cwd=cwd, capture_output=True, text=True
+    )
+
+
+@pytest.fixture(scope="session")
+def lua_objects(tmp_path_factory: pytest.TempPathFactory) -> workloads.Build:
+    """Lua 5.4 compiled to ThinLTO bitcode (read-only: copy before changing)."""
+    return workloads.build("lua", tmp_path_factory.mktemp("lua"))
+
+
+@pytest.fixture(scope="session")
+def zstd_objects(tmp_path_factory: pytest.TempPathFactory) -> workloads.Build:
+    """zstd compiled to ThinLTO bitcode plus one native assembly object (read-only)."""
+    return workloads.build("zstd", tmp_path_factory.mktemp("zstd"))

@@ -1,0 +1,74 @@
+"""The `dist-lto` command: a table of subcommands, each imported only when it runs.
+
+Importing lazily keeps `dist-lto opt` (one run per module) from loading the
+planner, orjson or libarchive. Each subcommand module provides
+`main(argv: list[str]) -> int` and an argparse `--help`; it raises
+`DistLtoError` for failures, which are printed here as one line with their
+exit status and never as a traceback.
+"""
+
+import os
+import sys
+
+from dist_lto.errors import EXIT_INTERNAL, DistLtoError
+
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "prepare": ("dist_lto.prepare", "turn an archive into a directory of objects and a manifest"),
+}
+"""Subcommand name -> (module, one-line summary), in the order `--help` lists them."""
+
+_USAGE = "usage: dist-lto [-h] {%s} ..."
+
+
+def _help() -> str:
+    width = max(len(name) for name in SUBCOMMANDS)
+    lines = [
+        _USAGE % ",".join(SUBCOMMANDS),
+        "",
+        "Distributed ThinLTO for Clang/LLD 22: split a ThinLTO link into an index step,",
+        "one backend (opt) action per module, and a final link.",
+        "",
+        "subcommands:",
+        *(f"  {name:<{width}}  {summary}" for name, (_, summary) in SUBCOMMANDS.items()),
+        "",
+        "Run `dist-lto SUBCOMMAND --help` for a subcommand's options.",
+        "Exit status: 0 success, 1 internal failure, 2 bad input; a failing tool's status passes through.",
+    ]
+    return "\n".join(lines)
+
+
+def run(name: str, argv: list[str]) -> int:
+    """Run subcommand `name`, turning every failure into one line on stderr and a status."""
+    module_name = SUBCOMMANDS[name][0]
+    try:
+        module = __import__(module_name, fromlist=["main"])
+        return module.main(argv)
+    except DistLtoError as err:
+        print(f"dist-lto {name}: error: {err.message}", file=sys.stderr)
+        if err.detail:
+            sys.stderr.write(err.detail if err.detail.endswith("\n") else err.detail + "\n")
+        return err.status
+    except KeyboardInterrupt:
+        return 130
+    except Exception as err:
+        if os.environ.get("DIST_LTO_DEBUG"):
+            raise
+        print(
+            f"dist-lto {name}: internal error: {type(err).__name__}: {err}"
+            " (set DIST_LTO_DEBUG=1 for a traceback)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in ("-h", "--help"):
+        print(_help())
+        return 0 if args else 2
+    name = args[0]
+    if name not in SUBCOMMANDS:
+        print(_USAGE % ",".join(SUBCOMMANDS), file=sys.stderr)
+        print(f"dist-lto: error: unknown subcommand {name!r}", file=sys.stderr)
+        return 2
+    return run(name, args[1:])
