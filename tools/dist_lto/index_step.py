@@ -1,0 +1,194 @@
+"""LLD's index step: where stock LLD 22 writes its outputs, running it, reading them back.
+
+With `--thinlto-prefix-replace=;PREFIX` LLD writes the index of the input spelled
+`obj/a.o` to `PREFIX` + `obj/a.o.thinlto.bc` (plain concatenation) and its imports
+beside it, so a build system can declare those paths and nothing needs moving. The
+`--thinlto-index-only=` list names, one per line, the modules the link loaded, as
+`PREFIX` + spelling. Every one of these facts is pinned by a test on real LLD.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import posixpath
+import signal
+import subprocess
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from dist_lto.errors import BadInput, DistLtoError
+from dist_lto.fsutil import write_atomic
+from dist_lto.plans import response_file
+
+LIST_NAME = "index.list"
+ARGS_NAME = "index.args"
+INDEX_SUFFIX = ".thinlto.bc"
+IMPORTS_SUFFIX = ".imports"
+GUARD = "_/"
+"""One level inserted below the index directory per `..` an input climbs above its start."""
+
+LINKER_PROGRAMS = ("ld.lld", "ld", "lld", "ld64.lld", "ld.gold", "ld.bfd")
+"""Programs taking linker flags directly; anything else is a compiler driver (`-Wl,`)."""
+
+BITCODE_MAGICS = (b"BC\xc0\xde", b"\xde\xc0\x17\x0b")
+"""Raw LLVM bitcode and its wrapper header: the magic, never file(1)'s guess."""
+
+
+def climb(path: str) -> int:
+    """How many levels `path` reaches above its starting directory (`a/../../x` -> 1)."""
+    depth = lowest = 0
+    for part in path.split("/"):
+        if part == "..":
+            depth -= 1
+            lowest = min(lowest, depth)
+        elif part and part != ".":
+            depth += 1
+    return -lowest
+
+
+def is_plain(path: str) -> bool:
+    """True when `path` is relative and already normal (no `.`, `..` or empty parts)."""
+    return not (
+        path.startswith(("/", "./", "../"))
+        or path.endswith(("/", "/.", "/.."))
+        or path in (".", "..", "")
+        or "//" in path
+        or "/./" in path
+        or "/../" in path
+    )
+
+
+def norm(path: str) -> str:
+    return path if is_plain(path) else posixpath.normpath(path)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where LLD puts the index step's outputs for a given index directory and inputs."""
+
+    index_dir: str
+    prefix: str
+    """The `NEW` of `--thinlto-prefix-replace=;NEW`: the index dir plus guard levels."""
+
+    @classmethod
+    def for_inputs(cls, index_dir: str, modules: Iterable[str]) -> Layout:
+        depth = max((climb(m) for m in modules if not is_plain(m)), default=0)
+        return cls(index_dir, index_dir.rstrip("/") + "/" + GUARD * depth)
+
+    @property
+    def list_file(self) -> str:
+        return posixpath.join(self.index_dir, LIST_NAME)
+
+    @property
+    def args_file(self) -> str:
+        return posixpath.join(self.index_dir, ARGS_NAME)
+
+    def index_file(self, module: str) -> str:
+        return self.prefix + module + INDEX_SUFFIX
+
+    def imports_file(self, module: str) -> str:
+        return self.prefix + module + IMPORTS_SUFFIX
+
+    def flags(self, raw_linker: bool) -> list[str]:
+        flags = [
+            f"--thinlto-index-only={self.list_file}",
+            "--thinlto-emit-imports-files",
+            f"--thinlto-prefix-replace=;{self.prefix}",
+        ]
+        return flags if raw_linker else ["-Wl," + f for f in flags]
+
+
+def is_raw_linker(command: list[str]) -> bool:
+    return os.path.basename(command[0]) in LINKER_PROGRAMS
+
+
+def is_bitcode_file(path: str) -> bool:
+    """Whether `path` starts with a bitcode magic; an unreadable file is bad input."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) in BITCODE_MAGICS
+    except OSError as err:
+        raise BadInput(f"{path}: cannot read object: {err.strerror}") from None
+
+
+def run(command: list[str], line: list[str], layout: Layout) -> None:
+    """Run the index step: `command @index.args` plus the index-only flags.
+
+    A failing command's status passes through with its stderr; its warnings are
+    forwarded on success.
+    """
+    os.makedirs(layout.index_dir, exist_ok=True)
+    write_atomic(layout.args_file, response_file(line))
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(layout.list_file)
+    argv = [*command, "@" + layout.args_file, *layout.flags(is_raw_linker(command))]
+    try:
+        proc = subprocess.run(argv, capture_output=True)
+    except OSError as err:
+        raise BadInput(f"cannot run the index command {command[0]!r}: {err.strerror}") from None
+    stderr = proc.stderr.decode(errors="replace")
+    if proc.returncode != 0:
+        status = 128 - proc.returncode if proc.returncode < 0 else proc.returncode
+        how = (
+            f"was killed by {signal.Signals(-proc.returncode).name}"
+            if proc.returncode < 0
+            else f"exited with status {proc.returncode}"
+        )
+        raise DistLtoError(f"index step failed: {command[0]} {how}", status=status, detail=stderr)
+    if stderr:
+        sys.stderr.write(stderr)
+
+
+def read_list(layout: Layout) -> list[str]:
+    """The list LLD wrote (entries as written: `PREFIX` + spelling per loaded module)."""
+    try:
+        data = read_bytes(layout.list_file)
+    except FileNotFoundError:
+        raise BadInput(
+            f"{layout.list_file}: index list missing"
+            f" (has the index step run into {layout.index_dir}?)"
+        ) from None
+    return [x for x in data.decode(errors="surrogateescape").split("\n") if x]
+
+
+def read_bytes(path: str) -> bytes:
+    """Whole-file read with raw `os` calls: at 100,000 imports files, `open()` costs double."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_imports(path: str) -> list[str]:
+    try:
+        data = read_bytes(path)
+    except FileNotFoundError:
+        raise BadInput(f"{path}: imports file missing") from None
+    return [x for x in data.decode(errors="surrogateescape").split("\n") if x]
+
+
+class DirListing:
+    """Existence checks by listing each directory once, instead of one stat per file."""
+
+    def __init__(self) -> None:
+        self._dirs: dict[str, set[str]] = {}
+
+    def exists(self, path: str) -> bool:
+        path = norm(path)
+        head, _, tail = path.rpartition("/")
+        if not head and path.startswith("/"):
+            head = "/"
+        names = self._dirs.get(head)
+        if names is None:
+            try:
+                names = set(os.listdir(head or "."))
+            except (FileNotFoundError, NotADirectoryError):
+                names = set()
+            self._dirs[head] = names
+        return tail in names

@@ -1,0 +1,283 @@
+"""The meta file: a link's inputs in link-line order, as the planner reads them (version 1).
+
+Written by the Buck2 rules or by hand; specified in docs/plan.md. Parsing checks
+everything a planner run depends on before any output is written, and reports the
+first problem as one line with the file and a JSON pointer. Output paths are kept
+exactly as given; they are compared normalised only to detect collisions.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+from typing import Any
+
+from dist_lto.jsonio import Fields, read_json
+
+META_VERSION = 1
+
+_TOP_KEYS = {"version", "index_dir", "link_plan_output", "final_link_args_output", "groups"}
+_GROUP_KEYS = {"pre_flags", "post_flags", "linkables"}
+_OBJECT_KEYS = {"kind", "index", "path", "index_output", "plan_output", "opt_output"}
+_ARCHIVE_KEYS = {
+    "kind", "index", "manifest", "plan_output", "index_dir", "opt_objects_dir", "whole"
+}
+_ARGS_KEYS = {"kind", "args"}
+KINDS = ("object", "archive", "args")
+"""Linkable kinds: a tracked object, an archive prepared by `dist-lto prepare`, plain args."""
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectInput:
+    """An object on the link line; `path` is spelled exactly as the backend will spell it."""
+
+    index: int
+    path: str
+    index_output: str
+    plan_output: str
+    opt_output: str
+    pointer: str
+    """Where it sits in the meta (`/groups/0/linkables/3`), for messages."""
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveInput:
+    """An archive prepared by `dist-lto prepare`, represented by its manifest."""
+
+    index: int
+    manifest: str
+    plan_output: str
+    index_dir: str
+    opt_objects_dir: str
+    whole: bool
+    pointer: str
+
+
+@dataclass(frozen=True, slots=True)
+class ArgsInput:
+    """Linker arguments passed unchanged to both the index and the final link."""
+
+    args: tuple[str, ...]
+    pointer: str
+
+
+Linkable = ObjectInput | ArchiveInput | ArgsInput
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """Linkables with the flags written before and after them on both link lines."""
+
+    pre_flags: tuple[str, ...]
+    post_flags: tuple[str, ...]
+    linkables: tuple[Linkable, ...]
+
+
+@dataclass(frozen=True)
+class Meta:
+    """A validated meta file. Invariant: indices unique per kind, output paths distinct."""
+
+    file: str
+    index_dir: str
+    link_plan_output: str
+    final_link_args_output: str
+    groups: tuple[Group, ...]
+
+    def objects(self) -> list[ObjectInput]:
+        return [x for g in self.groups for x in g.linkables if type(x) is ObjectInput]
+
+    def archives(self) -> list[ArchiveInput]:
+        return [x for g in self.groups for x in g.linkables if type(x) is ArchiveInput]
+
+
+class _Parser:
+    """One pass over the document, tracking indices and output paths for duplicate checks."""
+
+    def __init__(self, file: str) -> None:
+        self.f = Fields(file)
+        self.object_indices: dict[int, str] = {}
+        self.archive_indices: dict[int, str] = {}
+        self.outputs: dict[str, str] = {}
+        self.inputs: dict[str, str] = {}
+
+    def path(self, obj: dict[str, Any], key: str, pointer: str) -> str:
+        value = self.f.get(obj, key, str, pointer)
+        if not value:
+            self.f.fail(f"{pointer}/{key}", "empty path")
+        if "\n" in value or "\r" in value or "\0" in value:
+            self.f.fail(f"{pointer}/{key}", "path contains a newline or NUL character")
+        return value
+
+    def output(self, obj: dict[str, Any], key: str, pointer: str) -> str:
+        value = self.path(obj, key, pointer)
+        norm = posixpath.normpath(value)
+        where = f"{pointer}/{key}"
+        other = self.outputs.setdefault(norm, where)
+        if other != where:
+            self.f.fail(where, f"output {value!r} is also declared at {other}")
+        return value
+
+    def flags(self, obj: dict[str, Any], key: str, pointer: str) -> tuple[str, ...]:
+        items = self.f.strings(obj, key, pointer, default=[])
+        for i, item in enumerate(items):
+            if "\0" in item:
+                self.f.fail(f"{pointer}/{key}/{i}", "argument contains a NUL character")
+        return tuple(items)
+
+    def index(self, obj: dict[str, Any], pointer: str, seen: dict[int, str], what: str) -> int:
+        value = self.f.get(obj, "index", int, pointer)
+        if value < 0:
+            self.f.fail(f"{pointer}/index", f"negative {what} index {value}")
+        other = seen.setdefault(value, pointer)
+        if other != pointer:
+            self.f.fail(f"{pointer}/index", f"duplicate {what} index {value} (also at {other})")
+        return value
+
+    def object(self, item: dict[str, Any], pointer: str) -> ObjectInput:
+        self.f.only_keys(item, _OBJECT_KEYS, pointer)
+        index = self.index(item, pointer, self.object_indices, "object")
+        path = self.path(item, "path", pointer)
+        norm = posixpath.normpath(path)
+        other = self.inputs.setdefault(norm, pointer)
+        if other != pointer:
+            self.f.fail(f"{pointer}/path", f"{path!r} names the same file as the object at {other}")
+        return ObjectInput(
+            index=index,
+            path=path,
+            index_output=self.output(item, "index_output", pointer),
+            plan_output=self.output(item, "plan_output", pointer),
+            opt_output=self.output(item, "opt_output", pointer),
+            pointer=pointer,
+        )
+
+    def archive(self, item: dict[str, Any], pointer: str) -> ArchiveInput:
+        self.f.only_keys(item, _ARCHIVE_KEYS, pointer)
+        return ArchiveInput(
+            index=self.index(item, pointer, self.archive_indices, "archive"),
+            manifest=self.path(item, "manifest", pointer),
+            plan_output=self.output(item, "plan_output", pointer),
+            index_dir=self.output(item, "index_dir", pointer),
+            opt_objects_dir=self.output(item, "opt_objects_dir", pointer),
+            whole=self.f.optional(item, "whole", bool, pointer, False),
+            pointer=pointer,
+        )
+
+    def linkable(self, item: object, pointer: str) -> Linkable:
+        obj = self.f.expect(item, dict, pointer)
+        kind = self.f.get(obj, "kind", str, pointer)
+        if kind == "object":
+            return self.object(obj, pointer)
+        if kind == "archive":
+            return self.archive(obj, pointer)
+        if kind == "args":
+            self.f.only_keys(obj, _ARGS_KEYS, pointer)
+            self.f.get(obj, "args", list, pointer)
+            return ArgsInput(args=self.flags(obj, "args", pointer), pointer=pointer)
+        expected = ", ".join(KINDS)
+        self.f.fail(f"{pointer}/kind", f"unknown kind {kind!r} (expected one of {expected})")
+
+    def group(self, item: object, pointer: str) -> Group:
+        obj = self.f.expect(item, dict, pointer)
+        self.f.only_keys(obj, _GROUP_KEYS, pointer)
+        items = self.f.get(obj, "linkables", list, pointer)
+        return Group(
+            pre_flags=self.flags(obj, "pre_flags", pointer),
+            post_flags=self.flags(obj, "post_flags", pointer),
+            linkables=tuple(
+                self.linkable(x, f"{pointer}/linkables/{i}") for i, x in enumerate(items)
+            ),
+        )
+
+    def meta(self, doc: object) -> Meta:
+        top = self.f.version(doc, META_VERSION)
+        self.f.only_keys(top, _TOP_KEYS, "")
+        index_dir = self.output(top, "index_dir", "")
+        link_plan = self.output(top, "link_plan_output", "")
+        args = self.output(top, "final_link_args_output", "")
+        groups = self.f.get(top, "groups", list, "")
+        return Meta(
+            file=self.f.file,
+            index_dir=index_dir,
+            link_plan_output=link_plan,
+            final_link_args_output=args,
+            groups=tuple(self.group(g, f"/groups/{i}") for i, g in enumerate(groups)),
+        )
+
+
+def parse_meta(doc: object, file: str) -> Meta:
+    """Validate a parsed meta document; `BadInput` names `file` and the JSON pointer."""
+    return _Parser(file).meta(doc)
+
+
+def read_meta(path: str) -> Meta:
+    """Read and validate the meta file at `path`."""
+    return parse_meta(read_json(path, "meta file"), path)
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """One archive member as `dist-lto prepare` extracted it; `path` is relative to the manifest."""
+
+    name: str
+    position: int
+    path: str
+    size: int
+    bitcode: bool
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """What the planner reads from a `dist-lto prepare` manifest (docs/prepare.md)."""
+
+    file: str
+    archive: str
+    thin: bool
+    members: tuple[Member, ...]
+
+
+MANIFEST_VERSION = 1
+_MANIFEST_KEYS = {"version", "archive", "thin", "members"}
+_MEMBER_KEYS = {"name", "position", "path", "size", "bitcode"}
+
+
+def parse_manifest(doc: object, file: str) -> Manifest:
+    """Validate a parsed archive manifest; member paths and positions must be unique."""
+    f = Fields(file)
+    top = f.version(doc, MANIFEST_VERSION)
+    f.only_keys(top, _MANIFEST_KEYS, "")
+    items = f.get(top, "members", list, "")
+    members: list[Member] = []
+    positions: set[int] = set()
+    paths: set[str] = set()
+    for i, item in enumerate(items):
+        pointer = f"/members/{i}"
+        obj = f.expect(item, dict, pointer)
+        f.only_keys(obj, _MEMBER_KEYS, pointer)
+        member = Member(
+            name=f.get(obj, "name", str, pointer),
+            position=f.get(obj, "position", int, pointer),
+            path=f.get(obj, "path", str, pointer),
+            size=f.get(obj, "size", int, pointer),
+            bitcode=f.get(obj, "bitcode", bool, pointer),
+        )
+        if not member.path or any(c in member.path for c in "\n\r\0"):
+            f.fail(f"{pointer}/path", "empty path or path with a newline or NUL character")
+        if member.position < 0 or member.position in positions:
+            f.fail(f"{pointer}/position", f"negative or duplicate position {member.position}")
+        norm = posixpath.normpath(member.path)
+        if norm in paths:
+            f.fail(f"{pointer}/path", f"duplicate member path {member.path!r}")
+        positions.add(member.position)
+        paths.add(norm)
+        members.append(member)
+    return Manifest(
+        file=file,
+        archive=f.get(top, "archive", str, ""),
+        thin=f.get(top, "thin", bool, ""),
+        members=tuple(members),
+    )
+
+
+def read_manifest(path: str) -> Manifest:
+    """Read and validate the archive manifest at `path`."""
+    return parse_manifest(read_json(path, "archive manifest"), path)

@@ -1,0 +1,465 @@
+"""`dist-lto plan`: run (or replay) stock LLD's index step and write the optimisation plans.
+
+Reads the meta file (docs/plan.md), runs the index step on a line derived from it,
+and turns LLD's list and `.imports` files into one plan per object, one per
+archive, a link plan and the final link's argument file. Everything is read and
+checked before the first output is written. File-system work dominates at scale,
+so index files stay where LLD wrote them whenever that is their declared path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import os
+import posixpath
+import shutil
+from dataclasses import dataclass, field
+
+from dist_lto import index_step, linkline
+from dist_lto.errors import BadInput, DistLtoError
+from dist_lto.fsutil import write_atomic
+from dist_lto.index_step import DirListing, Layout, norm
+from dist_lto.jsonio import dumps
+from dist_lto.meta import (
+    ArchiveInput,
+    Manifest,
+    Member,
+    Meta,
+    ObjectInput,
+    read_manifest,
+    read_meta,
+)
+from dist_lto.plans import (
+    PLAN_VERSION,
+    ArchivePlan,
+    ArchiveSummary,
+    LinkPlan,
+    MemberPlan,
+    ObjectPlan,
+    response_file,
+)
+
+_NO_IMPORTS: tuple[list[int], list[int], list[tuple[int, int]]] = ([], [], [])
+
+
+@dataclass(slots=True, eq=False)
+class _Module:
+    """An input the index step may name: an object (`archive` -1) or an archive member.
+
+    `name` is the spelling on the index line, the key of LLD's outputs; `key` is the
+    object index or the member position.
+    """
+
+    name: str
+    archive: int
+    key: int
+    where: str
+    loaded: bool = False
+    imports: list[_Module] = field(default_factory=list)
+    index_src: str = ""
+    """Where LLD writes the index file."""
+    index_dst: str = ""
+    """Where the index file belongs (declared path); equal to `index_src` when in place."""
+
+    def describe(self) -> str:
+        return self.where
+
+
+@dataclass(slots=True)
+class _Archive:
+    input: ArchiveInput
+    manifest: Manifest
+    whole: bool
+    members: list[tuple[Member, _Module]]
+    """Each member with its module (named by its spelling on the index line), in order."""
+    rels: list[str]
+    """Each member's name inside `index_dir` (plus `.thinlto.bc`) and `opt_objects_dir`."""
+
+
+def _member_rels(members: tuple[Member, ...]) -> list[str]:
+    """Names for members' outputs: their manifest paths, or `POSITION/BASENAME` for all
+    members when any path is absolute or climbs (so names never collide)."""
+    if all(index_step.is_plain(m.path) for m in members):
+        return [m.path for m in members]
+    return [f"{m.position}/{posixpath.basename(m.path) or 'member'}" for m in members]
+
+
+def _inside(path: str, directory: str) -> str | None:
+    """`path` relative to `directory` when it lies inside it (both normalised), else None."""
+    if directory == ".":
+        return None if path.startswith(("/", "../")) or path == ".." else path
+    if path.startswith(directory.rstrip("/") + "/"):
+        return path[len(directory.rstrip("/")) + 1 :]
+    return None
+
+
+class _Planner:
+    def __init__(self, meta: Meta) -> None:
+        self.meta = meta
+        self.objects = meta.objects()
+        self.modules: dict[str, _Module] = {}
+        self.normalised: dict[str, str] = {}
+        self.object_modules: dict[int, _Module] = {}
+        self.archives: dict[int, _Archive] = {}
+        whole = linkline.whole_archives(meta)
+        for o in self.objects:
+            self._add(_Module(o.path, -1, o.index, f"{meta.file}: {o.pointer} (object {o.index})"))
+            self.object_modules[o.index] = self.modules[o.path]
+        for a in meta.archives():
+            manifest = read_manifest(a.manifest)
+            base = posixpath.dirname(a.manifest)
+            members: list[tuple[Member, _Module]] = []
+            for m in manifest.members:
+                spelled = posixpath.normpath(posixpath.join(base, m.path))
+                where = f"{manifest.file}: member {m.name!r} at position {m.position}"
+                module = _Module(spelled, a.index, m.position, where)
+                self._add(module)
+                members.append((m, module))
+            rels = _member_rels(manifest.members)
+            self.archives[a.index] = _Archive(a, manifest, whole[a.index], members, rels)
+        self.layout = Layout.for_inputs(meta.index_dir, self.modules)
+
+    def _add(self, module: _Module) -> None:
+        key = posixpath.normpath(module.name)
+        other = self.normalised.setdefault(key, module.name)
+        if other != module.name or module.name in self.modules:
+            raise BadInput(
+                f"module path mismatch: {module.describe()} is spelled {module.name!r},"
+                f" {self.modules[other].describe()} names the same file as {other!r}"
+            )
+        self.modules[module.name] = module
+
+    def _unknown(self, name: str, source: str) -> BadInput:
+        """Why the index step named a module the meta does not declare."""
+        known = self.normalised.get(posixpath.normpath(name))
+        if known is not None:
+            return BadInput(
+                f"{source}: module path mismatch: the index step named {name!r},"
+                f" but {self.modules[known].describe()} spells it {known!r}"
+            )
+        if name.endswith(")") and " at " in name and "(" in name:
+            return BadInput(
+                f"{source}: bitcode member {name!r} comes from an archive given as plain args;"
+                " prepare it with `dist-lto prepare` and declare it as an archive in the meta"
+            )
+        return BadInput(
+            f"{source}: bitcode module {name!r} is on the link line but not declared"
+            " in the meta (declare it as an object)"
+        )
+
+    # -- layout -------------------------------------------------------------------------
+
+    def place_index_files(self) -> None:
+        """Decide where each possible index file is written and where it belongs."""
+        layout = self.layout
+        for o in self.objects:
+            module = self.object_modules[o.index]
+            module.index_src = src = layout.index_file(o.path)
+            dst = o.index_output
+            module.index_dst = src if dst == src or norm(dst) == norm(src) else dst
+        for archive in self.archives.values():
+            index_dir = norm(archive.input.index_dir)
+            for (member, module), rel in zip(archive.members, archive.rels, strict=True):
+                if not member.bitcode:
+                    continue
+                module.index_src = src = layout.index_file(module.name)
+                inside = _inside(norm(src), index_dir)
+                module.index_dst = (
+                    src
+                    if inside is not None
+                    else posixpath.join(archive.input.index_dir, rel + index_step.INDEX_SUFFIX)
+                )
+
+    def archive_index_name(self, archive: _Archive, module: _Module, rel: str) -> str:
+        if module.index_dst == module.index_src:
+            inside = _inside(norm(module.index_src), norm(archive.input.index_dir))
+            if inside is not None:
+                return inside
+        return rel + index_step.INDEX_SUFFIX
+
+    # -- the index step -----------------------------------------------------------------
+
+    def index_line(self, raw_linker: bool) -> list[str]:
+        def archive_args(a: ArchiveInput) -> list[str]:
+            archive = self.archives[a.index]
+            paths = [module.name for _, module in archive.members]
+            return paths if archive.whole else linkline.lib(paths, raw_linker)
+
+        return linkline.render(self.meta, lambda o: o.path, archive_args)
+
+    def run_index(self, command: list[str]) -> None:
+        try:
+            index_step.run(command, self.index_line(index_step.is_raw_linker(command)), self.layout)
+        except DistLtoError:
+            for module in self.modules.values():
+                if module.index_src and module.index_src == module.index_dst:
+                    with contextlib.suppress(OSError):
+                        os.unlink(module.index_src)
+            raise
+
+    def read_index(self, replay: bool) -> None:
+        """Mark loaded modules, check index files, read every loaded module's imports."""
+        layout = self.layout
+        prefix = layout.prefix
+        for entry in index_step.read_list(layout):
+            name = entry[len(prefix) :] if entry.startswith(prefix) else entry
+            module = self.modules.get(name)
+            if module is None:
+                raise self._unknown(name, layout.list_file)
+            module.loaded = True
+        for o in self.objects:
+            module = self.object_modules[o.index]
+            if module.loaded:
+                continue
+            if index_step.is_bitcode_file(o.path):
+                raise BadInput(
+                    f"{module.describe()}: {o.path!r} is bitcode but the index step did not"
+                    f" index it (not in {layout.list_file})"
+                )
+            module.index_src = module.index_dst = ""  # native: no index file
+        for archive in self.archives.values():
+            for member, module in archive.members:
+                if module.loaded and not member.bitcode:
+                    raise BadInput(
+                        f"{module.describe()}: marked native in the manifest"
+                        " but the index step loaded it as bitcode"
+                    )
+        listing = DirListing()
+        for module in self.modules.values():
+            if not module.index_src:
+                continue
+            if listing.exists(module.index_src):
+                continue
+            if replay and module.index_dst != module.index_src and listing.exists(module.index_dst):
+                module.index_src = module.index_dst  # placed by an earlier run
+                continue
+            raise BadInput(
+                f"{module.describe()}: index file missing for bitcode module {module.name!r}"
+                f" (expected {module.index_src})"
+            )
+        modules = self.modules
+        for module in modules.values():
+            if not module.loaded:
+                continue
+            path = layout.imports_file(module.name)
+            imports = []
+            for name in index_step.read_imports(path):
+                imported = modules.get(name)
+                if imported is None:
+                    raise self._unknown(name, path)
+                imports.append(imported)
+            module.imports = imports
+
+    # -- outputs ------------------------------------------------------------------------
+
+    @staticmethod
+    def imports_of(module: _Module) -> tuple[list[int], list[int], list[tuple[int, int]]]:
+        if not module.imports:
+            return _NO_IMPORTS
+        objects = sorted({m.key for m in module.imports if m.archive < 0})
+        members = sorted({(m.archive, m.key) for m in module.imports if m.archive >= 0})
+        archives = sorted({a for a, _ in members})
+        return objects, archives, members
+
+    def object_plan(self, o: ObjectInput) -> ObjectPlan:
+        module = self.object_modules[o.index]
+        objects, archives, members = self.imports_of(module)
+        return {
+            "version": PLAN_VERSION,
+            "index": o.index,
+            "path": o.path,
+            "is_bitcode": module.loaded,
+            "index_file": o.index_output if module.loaded else None,
+            "imports": objects,
+            "archive_imports": archives,
+            "member_imports": members,  # type: ignore[typeddict-item]
+            "opt_output": o.opt_output,
+        }
+
+    def archive_plan(self, archive: _Archive) -> ArchivePlan:
+        plans: list[MemberPlan] = []
+        for (member, module), rel in zip(archive.members, archive.rels, strict=True):
+            opt = module.loaded
+            objects, archives, members = self.imports_of(module)
+            plans.append({
+                "position": member.position,
+                "name": member.name,
+                "path": member.path,
+                "input": module.name,
+                "is_bitcode": member.bitcode,
+                "opt": opt,
+                "index_file": (
+                    self.archive_index_name(archive, module, rel) if member.bitcode else None
+                ),
+                "opt_object": rel if opt else None,
+                "imports": objects,
+                "archive_imports": archives,
+                "member_imports": members,  # type: ignore[typeddict-item]
+            })
+        a = archive.input
+        return {
+            "version": PLAN_VERSION,
+            "index": a.index,
+            "manifest": a.manifest,
+            "index_dir": a.index_dir,
+            "opt_objects_dir": a.opt_objects_dir,
+            "whole": archive.whole,
+            "members": plans,
+        }
+
+    def final_line(self, raw_linker: bool) -> list[str]:
+        def object_arg(o: ObjectInput) -> str:
+            return o.opt_output if self.object_modules[o.index].loaded else o.path
+
+        def archive_args(a: ArchiveInput) -> list[str]:
+            archive = self.archives[a.index]
+            members = []
+            for (member, module), rel in zip(archive.members, archive.rels, strict=True):
+                if not member.bitcode:
+                    members.append(linkline.FinalMember(module.name, lazy=True))
+                elif module.loaded:
+                    path = posixpath.join(a.opt_objects_dir, rel)
+                    members.append(linkline.FinalMember(path, lazy=False))
+            return linkline.final_archive_args(members, archive.whole, raw_linker)
+
+        return linkline.render(self.meta, object_arg, archive_args)
+
+    def link_plan(self) -> LinkPlan:
+        summaries: list[ArchiveSummary] = []
+        for index in sorted(self.archives):
+            members = self.archives[index].members
+            summaries.append({
+                "index": index,
+                "opt_members": sum(1 for _, m in members if m.loaded),
+                "native_members": sum(1 for b, _ in members if not b.bitcode),
+                "unused_members": sum(1 for b, m in members if b.bitcode and not m.loaded),
+            })
+        modules = self.object_modules
+        return {
+            "version": PLAN_VERSION,
+            "bitcode_objects": sorted(i for i, m in modules.items() if m.loaded),
+            "native_objects": sorted(i for i, m in modules.items() if not m.loaded),
+            "archives": summaries,
+            "final_link_args": self.meta.final_link_args_output,
+        }
+
+    def write(self, raw_linker: bool) -> None:
+        """Place index files, then write every output; on failure remove what was written."""
+        dirs = _Dirs()
+        for module in self.modules.values():
+            if module.index_src != module.index_dst:
+                dirs.ensure_parent(module.index_dst)
+                _move(module.index_src, module.index_dst)
+        written: list[str] = []
+        try:
+            for o in self.objects:
+                if not self.object_modules[o.index].loaded:
+                    dirs.ensure_parent(o.index_output)
+                    _write_direct(o.index_output, b"")
+                    written.append(o.index_output)
+                dirs.ensure_parent(o.plan_output)
+                _write_direct(o.plan_output, dumps(self.object_plan(o)))
+                written.append(o.plan_output)
+            for archive in self.archives.values():
+                os.makedirs(archive.input.index_dir, exist_ok=True)
+                dirs.ensure_parent(archive.input.plan_output)
+                write_atomic(archive.input.plan_output, dumps(self.archive_plan(archive)))
+                written.append(archive.input.plan_output)
+            args_output = self.meta.final_link_args_output
+            dirs.ensure_parent(args_output)
+            write_atomic(args_output, response_file(self.final_line(raw_linker)))
+            written.append(args_output)
+            dirs.ensure_parent(self.meta.link_plan_output)
+            write_atomic(self.meta.link_plan_output, dumps(self.link_plan()))
+        except BaseException:
+            for path in written:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+            raise
+
+
+class _Dirs:
+    """Creates each output directory once."""
+
+    def __init__(self) -> None:
+        self.done: set[str] = set()
+
+    def ensure_parent(self, path: str) -> None:
+        parent = posixpath.dirname(path)
+        if parent and parent not in self.done:
+            os.makedirs(parent, exist_ok=True)
+            self.done.add(parent)
+
+
+def _write_direct(path: str, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+def _move(src: str, dst: str) -> None:
+    try:
+        os.replace(src, dst)
+    except OSError as err:
+        if err.errno != errno.EXDEV:
+            raise
+        shutil.copyfile(src, dst + ".tmp")
+        os.replace(dst + ".tmp", dst)
+        os.unlink(src)
+
+
+def plan(meta_path: str, command: list[str], *, replay: bool) -> None:
+    """Plan the link described by `meta_path`; run `command` as the index step unless replaying."""
+    planner = _Planner(read_meta(meta_path))
+    planner.place_index_files()
+    if not replay:
+        planner.run_index(command)
+    planner.read_index(replay)
+    planner.write(raw_linker=bool(command) and index_step.is_raw_linker(command))
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="dist-lto plan",
+        description=(
+            "Run stock LLD's ThinLTO index step for the link described by META (or read one"
+            " that already ran) and write, at the paths META declares: each bitcode object's"
+            " .thinlto.bc, a plan per object and per prepared archive, a link plan and the"
+            " final link's argument file (use it as `COMMAND @FILE`). Formats: docs/plan.md."
+        ),
+        epilog=(
+            "example: dist-lto plan meta.json -- clang -fuse-ld=lld -O2 -o app\n"
+            "exit status: 0 success, 2 bad input, the index command's status when it fails,"
+            " 1 internal failure"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("meta", metavar="META", help="the meta file (JSON, version 1)")
+    parser.add_argument(
+        "--replay",
+        action="store_true",
+        help="do not run the index step; read its outputs from the meta's index_dir",
+    )
+    parser.add_argument(
+        "command",
+        nargs="*",
+        metavar="-- COMMAND",
+        help="the linker driver and the link's common flags, e.g. clang -fuse-ld=lld -O2 -o app"
+        " (required unless --replay)",
+    )
+    own, command = (argv, []) if "--" not in argv else (
+        argv[: argv.index("--")], argv[argv.index("--") + 1 :]
+    )
+    args = parser.parse_args(own)
+    if args.command:
+        parser.error("put the index command after `--`")
+    if not command and not args.replay:
+        parser.error("the index command is required after `--` (or use --replay)")
+    plan(args.meta, command, replay=args.replay)
+    return 0
