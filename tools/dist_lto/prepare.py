@@ -1,0 +1,441 @@
+"""`dist-lto prepare`: an archive becomes a directory of objects plus a manifest.
+
+The ThinLTO index step can only treat individual object files as modules, so an
+archive's members are extracted (regular archives) or pointed at where they are
+(thin archives) and listed, in archive order, in a versioned manifest
+(docs/prepare.md) that the planner and the Buck2 rules read.
+
+Safety: every member name is checked before anything is written (no absolute
+names, no `..`, no symlink or device members), extracted files are created
+relative to the objects directory with O_EXCL|O_NOFOLLOW in directories we make
+ourselves, a failure removes what was written, and the manifest is renamed into
+place only on success.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import stat
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypedDict
+
+from dist_lto import jsonio
+from dist_lto.ar_headers import ARCH_MAGIC, THIN_MAGIC, read_thin_members
+from dist_lto.errors import BadInput, DistLtoError
+
+if TYPE_CHECKING:
+    from dist_lto.archive import RegularArchive
+
+MANIFEST_VERSION = 1
+
+BITCODE_MAGICS = (b"BC\xc0\xde", b"\xde\xc0\x17\x0b")
+"""Raw LLVM bitcode, and the bitcode wrapper header (Darwin, some embedders)."""
+
+NAME_MAX = 255
+"""Longest file name component Linux file systems accept, in bytes."""
+PATH_MAX = 4095
+"""Longest path the kernel accepts, in bytes (without the terminating NUL)."""
+
+_DUPLICATE_MARK = "~"
+"""Separates a renamed member's stem from its occurrence number: `foo.o` -> `foo~2.o`."""
+
+_REJECTED_TYPES = {
+    stat.S_IFLNK: "a symbolic link",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFDIR: "a directory",
+}
+"""Member types (from the header's mode field) that are never extracted."""
+
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class Entry(TypedDict):
+    """One member in the manifest (docs/prepare.md)."""
+
+    name: str
+    """The member's name as the archive records it."""
+    position: int
+    """0-based, in archive order, counting real members only (no symbol or name tables)."""
+    path: str
+    """Where the member's bytes are, relative to the manifest's directory."""
+    size: int
+    bitcode: bool
+
+
+def is_bitcode(head: bytes) -> bool:
+    """Whether data starting with `head` is LLVM bitcode, raw or wrapped (by magic, not file(1))."""
+    return head[:4] in BITCODE_MAGICS
+
+
+class UnsafeName(ValueError):
+    """A member name that cannot be extracted safely; the message says why."""
+
+
+def safe_path(name: str) -> str:
+    """The normalised relative path `name` extracts to, or UnsafeName.
+
+    `.` and empty components are dropped (`./a//b.o` is `a/b.o`); absolute names,
+    `..` components and names that are too long for the file system are refused.
+    """
+    if "/" not in name and name not in ("", ".", ".."):
+        parts = [name]
+    else:
+        if name.startswith("/"):
+            raise UnsafeName("is absolute")
+        parts = [part for part in name.split("/") if part not in ("", ".")]
+        if ".." in parts:
+            raise UnsafeName("climbs out of the objects directory with '..'")
+        if not parts:
+            raise UnsafeName("names no file")
+    # A character is at most 4 bytes in UTF-8: short strings skip the encoding.
+    for part in parts:
+        if len(part) > NAME_MAX // 4 and len(part.encode()) > NAME_MAX:
+            raise UnsafeName(f"has a component longer than {NAME_MAX} bytes")
+    path = "/".join(parts)
+    if len(path) > PATH_MAX // 4 and len(path.encode()) > PATH_MAX:
+        raise UnsafeName(f"is longer than {PATH_MAX} bytes")
+    return path
+
+
+def assign_paths(paths: list[str]) -> list[str]:
+    """A distinct file path for each member, given their safe paths in archive order.
+
+    A member keeps its own path unless an earlier member already has it or it is
+    a directory of another member (`a` next to `a/b.o`). Those members get
+    `stem~K.ext` in the same directory, with the smallest K >= 2 that is no
+    member's path, no directory and not yet given out. Every path is known
+    before any is given out, so a renamed `foo.o` can never take the name of a
+    real `foo~2.o`, wherever in the archive that member comes.
+    """
+    directories = directories_of(paths)
+    given: set[str] = set()
+    result = list(paths)
+    renamed: list[int] = []
+    for i, path in enumerate(paths):
+        if path in given or path in directories:
+            renamed.append(i)
+        else:
+            given.add(path)
+    next_number: dict[str, int] = {}
+    for i in renamed:
+        path = paths[i]
+        head, _, base = path.rpartition("/")
+        prefix = f"{head}/" if head else ""
+        stem, ext = _split_extension(base)
+        number = next_number.get(path, 2)
+        while True:
+            candidate = prefix + _numbered(stem, number, ext)
+            number += 1
+            if candidate not in given and candidate not in directories:
+                break
+        next_number[path] = number
+        given.add(candidate)
+        result[i] = candidate
+    return result
+
+
+def directories_of(paths: list[str]) -> set[str]:
+    """Every directory the relative `paths` need (`a`, `a/b` for `a/b/c.o`)."""
+    directories: set[str] = set()
+    for path in paths:
+        cut = path.rfind("/")
+        while cut > 0 and path[:cut] not in directories:
+            directories.add(path[:cut])
+            cut = path.rfind("/", 0, cut)
+    return directories
+
+
+def _split_extension(base: str) -> tuple[str, str]:
+    dot = base.rfind(".")
+    if dot <= 0:
+        return base, ""
+    return base[:dot], base[dot:]
+
+
+def _numbered(stem: str, number: int, ext: str) -> str:
+    """`stem~number.ext`, with the stem shortened if the name would be too long."""
+    tail = f"{_DUPLICATE_MARK}{number}{ext}"
+    while stem and len((stem + tail).encode()) > NAME_MAX:
+        stem = stem[:-1]
+    return stem + tail
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """Where `prepare` writes, checked before the archive is read."""
+
+    objects_dir: str
+    manifest: str
+    objects_from_manifest: str
+    """The objects directory relative to the manifest's directory (`.` if the same)."""
+
+
+def check_outputs(objects_dir: str, manifest: str) -> Outputs:
+    """Refuse a non-empty objects directory and a manifest inside it; compute relative paths."""
+    try:
+        entries = os.listdir(objects_dir)
+    except FileNotFoundError:
+        entries = []
+    except NotADirectoryError:
+        raise BadInput(f"{objects_dir}: exists and is not a directory") from None
+    except OSError as err:
+        raise BadInput(f"{objects_dir}: cannot list: {err.strerror}") from None
+    if entries:
+        raise BadInput(f"{objects_dir}: objects directory is not empty")
+    if os.path.isdir(manifest):
+        raise BadInput(f"{manifest}: is a directory")
+    manifest_dir = os.path.dirname(os.path.abspath(manifest))
+    objects_abs = os.path.abspath(objects_dir)
+    spellings = [(manifest_dir, objects_abs)]
+    spellings.append((os.path.realpath(manifest_dir), os.path.realpath(objects_abs)))
+    for inside, outside in spellings:
+        if inside == outside or inside.startswith(outside.rstrip("/") + "/"):
+            raise BadInput(f"{manifest}: the manifest must not be inside the objects directory")
+    return Outputs(objects_dir, manifest, os.path.relpath(objects_abs, manifest_dir))
+
+
+def _decode(name: bytes, archive: str, position: int) -> str:
+    try:
+        return name.decode()
+    except UnicodeDecodeError:
+        shown = repr(name.decode("utf-8", "backslashreplace"))
+        problem = "name is not UTF-8"
+        raise BadInput(f"{archive}: member {shown} (position {position}): {problem}") from None
+
+
+def _member_error(archive: str, name: str, position: int, problem: str) -> BadInput:
+    return BadInput(f"{archive}: member {name!r} (position {position}): {problem}")
+
+
+def prepare_regular(archive_path: str, outputs: Outputs) -> list[Entry]:
+    """Extract every member of a regular archive; return the manifest entries."""
+    from dist_lto.archive import RegularArchive
+
+    with RegularArchive(archive_path) as archive:
+        members = archive.members
+        names: list[str] = []
+        safe: list[str] = []
+        for position, member in enumerate(members):
+            name = _decode(member.name, archive_path, position)
+            kind = _REJECTED_TYPES.get(stat.S_IFMT(member.filetype))
+            if kind:
+                problem = f"is {kind} (mode {member.filetype:o}); only regular files are extracted"
+                raise _member_error(archive_path, name, position, problem)
+            try:
+                safe.append(safe_path(name))
+            except UnsafeName as err:
+                raise _member_error(archive_path, name, position, f"name {err}") from None
+            names.append(name)
+        paths = assign_paths(safe)
+        _extract(archive, paths, outputs.objects_dir)
+    prefix = "" if outputs.objects_from_manifest == "." else outputs.objects_from_manifest + "/"
+    return [
+        Entry(
+            name=name,
+            position=position,
+            path=prefix + path,
+            size=member.size,
+            bitcode=member.head in BITCODE_MAGICS,
+        )
+        for position, (name, path, member) in enumerate(zip(names, paths, members, strict=True))
+    ]
+
+
+def _extract(archive: RegularArchive, paths: list[str], objects_dir: str) -> None:
+    """Write each member to its path under `objects_dir`; on failure remove what was written."""
+    created_root = not os.path.lexists(objects_dir)
+    try:
+        os.makedirs(objects_dir, exist_ok=True)
+        root = os.open(objects_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as err:
+        raise DistLtoError(f"{objects_dir}: cannot create: {err.strerror}") from None
+    directories = sorted(directories_of(paths), key=lambda d: (d.count("/"), d))
+    made: list[str] = []
+    current = ""
+    try:
+        for current in directories:
+            os.mkdir(current, 0o777, dir_fd=root)
+            made.append(current)
+        copy_to = archive.copy_to
+        for member, current in zip(archive.members, paths, strict=True):
+            fd = os.open(current, _CREATE, 0o644, dir_fd=root)
+            made.append(current)
+            try:
+                copy_to(member, fd)
+            finally:
+                os.close(fd)
+    except BaseException as err:
+        _remove(root, made, len(directories))
+        os.close(root)
+        if created_root:
+            with contextlib.suppress(OSError):
+                os.rmdir(objects_dir)
+        if isinstance(err, OSError):
+            where = os.path.join(objects_dir, current)
+            raise DistLtoError(f"{where}: cannot write: {err.strerror}") from None
+        raise
+    os.close(root)
+
+
+def _remove(root: int, made: list[str], directory_count: int) -> None:
+    """Best-effort removal of what `_extract` created: files, then deepest directories first."""
+    for path in reversed(made[directory_count:]):
+        with contextlib.suppress(OSError):
+            os.unlink(path, dir_fd=root)
+    for path in reversed(made[:directory_count]):
+        with contextlib.suppress(OSError):
+            os.rmdir(path, dir_fd=root)
+
+
+def prepare_thin(archive_path: str, data: bytes, outputs: Outputs) -> list[Entry]:
+    """List a thin archive's members where they are; nothing is copied."""
+    members = read_thin_members(data, archive_path)
+    manifest_dir = os.path.dirname(os.path.abspath(outputs.manifest))
+    linker_base = os.path.dirname(archive_path)
+    lexical_base = os.path.dirname(os.path.abspath(archive_path))
+    entries: list[Entry] = []
+    for position, member in enumerate(members):
+        name = _decode(member.name, archive_path, position)
+        if "\0" in name:
+            raise _member_error(archive_path, name, position, "name contains a NUL byte")
+        # The linker opens the member as dirname(archive)/name through the kernel;
+        # the manifest spells it relative to its own directory, resolved lexically.
+        opened = os.path.join(linker_base, name)
+        lexical = os.path.normpath(os.path.join(lexical_base, name))
+        info, head = _probe(opened, archive_path, name, position)
+        try:
+            same = os.stat(lexical)
+        except OSError:
+            same = None
+        if same is None or (same.st_dev, same.st_ino) != (info.st_dev, info.st_ino):
+            problem = (
+                f"{opened} and {lexical} are different files (a symbolic link on the way);"
+                " the manifest cannot point at the member relative to its own directory"
+            )
+            raise _member_error(archive_path, name, position, problem)
+        entries.append(
+            Entry(
+                name=name,
+                position=position,
+                path=os.path.relpath(lexical, manifest_dir),
+                size=info.st_size,
+                bitcode=head in BITCODE_MAGICS,
+            )
+        )
+    os.makedirs(outputs.objects_dir, exist_ok=True)
+    return entries
+
+
+def _probe(path: str, archive: str, name: str, position: int) -> tuple[os.stat_result, bytes]:
+    """Stat a thin member and read its magic; a missing or odd member is bad input."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise _member_error(archive, name, position, f"missing: no file {path}") from None
+    except OSError as err:
+        problem = f"cannot open {path}: {err.strerror}"
+        raise _member_error(archive, name, position, problem) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise _member_error(archive, name, position, f"{path} is not a regular file")
+        return info, os.read(fd, 4)
+    except OSError as err:
+        problem = f"cannot read {path}: {err.strerror}"
+        raise _member_error(archive, name, position, problem) from None
+    finally:
+        os.close(fd)
+
+
+def _read_magic(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(ARCH_MAGIC))
+    except IsADirectoryError:
+        raise BadInput(f"{path}: is a directory, not an archive") from None
+    except OSError as err:
+        raise BadInput(f"{path}: cannot read: {err.strerror}") from None
+
+
+def _read_all(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as err:
+        raise BadInput(f"{path}: cannot read: {err.strerror}") from None
+
+
+def prepare(archive_path: str, objects_dir: str, manifest: str) -> dict[str, Any]:
+    """Do the whole job; return the manifest document that was written."""
+    outputs = check_outputs(objects_dir, manifest)
+    magic = _read_magic(archive_path)
+    if magic == THIN_MAGIC:
+        thin = True
+        entries = prepare_thin(archive_path, _read_all(archive_path), outputs)
+    elif magic == ARCH_MAGIC:
+        thin = False
+        entries = prepare_regular(archive_path, outputs)
+    else:
+        raise BadInput(f"{archive_path}: not an ar archive")
+    document = {
+        "version": MANIFEST_VERSION,
+        "archive": os.path.basename(archive_path),
+        "thin": thin,
+        "members": entries,
+    }
+    parent = os.path.dirname(manifest)
+    try:
+        if parent:
+            os.makedirs(parent, exist_ok=True)
+        jsonio.write_json(manifest, document)
+    except OSError as err:
+        raise DistLtoError(f"{manifest}: cannot write: {err.strerror}") from None
+    return document
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dist-lto prepare",
+        description=(
+            "Turn an ar archive into a directory of objects plus a JSON manifest, so the ThinLTO"
+            " index step can see each member as an object. Regular archives (GNU, BSD, as"
+            " llvm-ar, GNU ar and rustc write them) are read with libarchive and every member"
+            " is extracted; duplicate names get distinct extracted names (foo.o, foo~2.o) that"
+            " never collide with another member's own name. Thin archives are not copied: the"
+            " manifest points at each member where it is. Bitcode is told from native code by"
+            " its magic."
+        ),
+        epilog=(
+            "The manifest (version 1) is specified in docs/prepare.md. Exit status: 0 success,"
+            " 2 bad input (not an archive, truncated, unsafe or non-UTF-8 member name, symlink"
+            " or device member, missing thin member, non-empty objects directory), 1 internal"
+            " failure. On failure no manifest is written and nothing is left in the objects"
+            " directory."
+        ),
+    )
+    parser.add_argument("--archive", required=True, metavar="A", help="the archive to prepare")
+    parser.add_argument(
+        "--objects-out",
+        required=True,
+        metavar="DIR",
+        help="directory for the extracted members; created if missing, must be empty"
+        " (left empty for a thin archive)",
+    )
+    parser.add_argument(
+        "--manifest-out",
+        required=True,
+        metavar="M.json",
+        help="where to write the manifest; member paths in it are relative to its directory",
+    )
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    prepare(args.archive, args.objects_out, args.manifest_out)
+    return 0
