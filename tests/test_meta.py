@@ -7,11 +7,10 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from dist_lto.errors import BadInput
 from dist_lto.meta import ArchiveInput, ArgsInput, ObjectInput, parse_manifest, parse_meta
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 FILE = "meta.json"
 
@@ -234,7 +233,7 @@ def test_manifest_defects_name_the_member(mutate: Any, expected: str) -> None:
 def test_any_mutation_of_a_manifest_is_accepted_or_rejected_cleanly(data: st.DataObject) -> None:
     doc = valid_manifest()
     target = data.draw(st.sampled_from([doc, *doc["members"]]))
-    key = data.draw(st.sampled_from(sorted(target) + ["extra"]))
+    key = data.draw(st.sampled_from([*sorted(target), "extra"]))
     if data.draw(st.booleans()):
         target.pop(key, None)
     else:

@@ -11,9 +11,6 @@ from typing import Any
 import orjson
 import pytest
 from conftest import Llvm, run_cli
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from dist_lto import linkline
 from dist_lto.errors import BadInput
 from dist_lto.index_step import Layout, climb, is_plain
@@ -26,6 +23,8 @@ from dist_lto.plans import (
     quote_arg,
     response_file,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 _parts = st.lists(st.sampled_from(["..", ".", "", "a", "b", "_", "x.o"]), min_size=1, max_size=8)
 

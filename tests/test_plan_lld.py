@@ -20,7 +20,6 @@ from typing import Any
 import orjson
 import pytest
 from conftest import Llvm, run_cli
-
 from dist_lto.plans import (
     parse_response_file,
     read_archive_plan,
