@@ -10,7 +10,6 @@ backends the plans ask for and links with the argument file, like a build system
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from dist_lto.plans import (
     read_link_plan,
     read_object_plan,
 )
+from dist_lto.toolchain import tool
 
 EXPECTED_OUTPUT = "result 129 ctor 7\n"
 
@@ -117,27 +117,17 @@ def tiny(llvm: Llvm, tmp_path_factory: pytest.TempPathFactory) -> Tiny:
 
 
 def prepare(root: Path, name: str, members: list[str], *, thin: bool = False) -> str:
-    """What `dist-lto prepare` writes: objects under prep/NAME/ and a manifest."""
-    base = root / "prep" / name
-    base.mkdir(parents=True, exist_ok=True)
-    entries = []
-    for position, member in enumerate(members):
-        if thin:
-            path = os.path.relpath(root / member, base)
-        else:
-            path = f"objects/{Path(member).name}"
-            (base / path).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(root / member, base / path)
-        entries.append({
-            "name": Path(member).name,
-            "position": position,
-            "path": path,
-            "size": (root / member).stat().st_size,
-            "bitcode": member in BITCODE,
-        })
-    manifest = {"version": 1, "archive": f"lib{name}.a", "thin": thin, "members": entries}
-    (base / "manifest.json").write_bytes(orjson.dumps(manifest))
-    return f"prep/{name}/manifest.json"
+    """Archive `members` with llvm-ar and prepare it with the real `dist-lto prepare`."""
+    lib = f"lib{name}.a"
+    (root / lib).unlink(missing_ok=True)
+    shutil.rmtree(root / "prep" / name, ignore_errors=True)
+    subprocess.run([tool("llvm-ar"), "rcs", *(["--thin"] if thin else []), lib, *members],
+                   cwd=root, check=True)
+    manifest = f"prep/{name}/manifest.json"
+    result = run_cli(["prepare", "--archive", lib, "--objects-out", f"prep/{name}/objects",
+                      "--manifest-out", manifest], cwd=root)
+    assert result.returncode == 0, result.stderr
+    return manifest
 
 
 def obj(index: int, path: str, index_output: str | None = None) -> dict[str, Any]:
