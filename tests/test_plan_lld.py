@@ -10,6 +10,7 @@ backends the plans ask for and links with the argument file, like a build system
 
 from __future__ import annotations
 
+import concurrent.futures
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from typing import Any
 
 import orjson
 import pytest
+import workloads
 from conftest import Llvm, run_cli
 from dist_lto.plans import (
     parse_response_file,
@@ -201,7 +203,7 @@ def plan(root: Path, llvm: Llvm, meta: str = "meta.json", *extra: str) -> None:
     assert result.returncode == 0, result.stderr
 
 
-def run_backends(root: Path, llvm: Llvm, doc: dict[str, Any]) -> int:
+def run_backends(root: Path, llvm: Llvm, doc: dict[str, Any], workers: int = 1) -> int:
     """Run every backend the plans ask for, as a build system would; return how many ran."""
     jobs: list[tuple[str, str, str]] = []
     for g in doc["groups"]:
@@ -219,12 +221,16 @@ def run_backends(root: Path, llvm: Llvm, doc: dict[str, Any]) -> int:
                             f"{a['index_dir']}/{m['index_file']}",
                             f"{a['opt_objects_dir']}/{m['opt_object']}",
                         ))
-    for src, index, out in jobs:
+    def backend(job: tuple[str, str, str]) -> None:
+        src, index, out = job
         (root / out).parent.mkdir(parents=True, exist_ok=True)
         subprocess.run(
             [llvm.clang, "-O2", "-x", "ir", src, f"-fthinlto-index={index}", "-c", "-o", out],
             cwd=root, check=True, capture_output=True,
         )
+
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        list(pool.map(backend, jobs))
     return len(jobs)
 
 
@@ -522,3 +528,28 @@ def test_paths_with_spaces_and_quotes_survive_both_link_lines(work: Path, llvm: 
     assert read_object_plan(str(work / "out/plans/1.json"))["path"] == odd
     assert run_backends(work, llvm, doc) == 5
     assert final_link(work, llvm) == EXPECTED_OUTPUT
+
+
+def test_lua_planned_with_its_library_as_a_prepared_archive_runs(
+    lua_objects: workloads.Build, llvm: Llvm
+) -> None:
+    root = lua_objects.root
+    subprocess.run([llvm.ar, "rcs", "liblua.a", *lua_objects.library], cwd=root, check=True)
+    manifest = "prep/lua/manifest.json"
+    result = run_cli(["prepare", "--archive", "liblua.a", "--objects-out", "prep/lua/objects",
+                      "--manifest-out", manifest], cwd=root)
+    assert result.returncode == 0, result.stderr
+    doc = meta_doc(
+        group(*(obj(i, path) for i, path in enumerate(lua_objects.main))),
+        group(archive(0, manifest)),
+        group({"kind": "args", "args": lua_objects.link_flags}),
+    )
+    write_meta(root, doc)
+    plan(root, llvm)
+    ran = run_backends(root, llvm, doc, workers=2)
+    members = read_archive_plan(str(root / "out/archive-plans/0.json"))["members"]
+    assert ran == len(lua_objects.main) + sum(m["opt"] for m in members)
+    assert any(m["opt"] for m in members)
+    subprocess.run([llvm.clang, *LINK, "-o", "lua", "@out/final-link.args"], cwd=root,
+                   check=True)
+    workloads.check_binary("lua", root / "lua")
