@@ -5,9 +5,10 @@ into place only when complete; a killed process leaves at most a dot-file
 temporary, never a partial output. Standard library only.
 """
 
-import contextlib
 import os
-from collections.abc import Iterator
+
+# No contextlib or collections.abc: `dist-lto opt` imports this module once per
+# backend action, and those two pull in `collections` and `functools` (milliseconds).
 
 
 def temp_path_for(path: str) -> str:
@@ -16,17 +17,32 @@ def temp_path_for(path: str) -> str:
     return os.path.join(head, f".{tail}.tmp-{os.getpid()}-{os.urandom(4).hex()}")
 
 
-@contextlib.contextmanager
-def atomic_output(path: str) -> Iterator[str]:
+class atomic_output:
     """Yield a temporary path to write; rename it to `path` on success, remove it on failure."""
-    tmp = temp_path_for(path)
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.tmp = temp_path_for(path)
+
+    def __enter__(self) -> str:
+        return self.tmp
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        if exc_type is None:
+            try:
+                os.replace(self.tmp, self.path)
+                return
+            except BaseException:
+                _remove(self.tmp)
+                raise
+        _remove(self.tmp)
+
+
+def _remove(path: str) -> None:
+    try:  # noqa: SIM105 (contextlib.suppress would cost the import this module avoids)
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def write_atomic(path: str, data: bytes) -> None:
