@@ -15,6 +15,7 @@ from dist_lto.errors import EXIT_INTERNAL, DistLtoError
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "prepare": ("dist_lto.prepare", "turn an archive into a directory of objects and a manifest"),
     "plan": ("dist_lto.plan", "run or replay LLD's index step and write the optimisation plans"),
+    "inspect": ("dist_lto.inspect", "summarise a planned link; draw its import graph"),
 }
 """Subcommand name -> (module, one-line summary), in the order `--help` lists them."""
 
