@@ -33,12 +33,13 @@ class atomic_output:
                 os.replace(self.tmp, self.path)
                 return
             except BaseException:
-                _remove(self.tmp)
+                remove_quietly(self.tmp)
                 raise
-        _remove(self.tmp)
+        remove_quietly(self.tmp)
 
 
-def _remove(path: str) -> None:
+def remove_quietly(path: str) -> None:
+    """Remove `path` if it exists; cleaning up must never mask the error being reported."""
     try:  # noqa: SIM105 (contextlib.suppress would cost the import this module avoids)
         os.unlink(path)
     except OSError:

@@ -1,0 +1,342 @@
+"""One ThinLTO backend compile, run so that no failure gets through.
+
+clang 22 can exit 0 after a fatal LTO error: with an imported module it cannot
+load it writes an empty object (0 bytes); with a primary module it does not
+recognise as primary (the input spelled `./obj/m.o` where the index step saw
+`obj/m.o`) it writes an object without code (680 bytes for Lua's lua.o). So a
+backend succeeds here only when
+
+- its input is the primary module of its index (`check_primary`, before clang runs),
+- clang exits 0 (its status passes through; death by signal N becomes 128+N, the
+  convention remote executors retry on),
+- the output is a complete ELF relocatable object (`check_object`), and
+- a requested split-DWARF file exists, or is created empty when the object holds no
+  debug information to split.
+
+Outputs are written under temporary names beside their final paths and renamed
+only after every check, so a failed or killed backend leaves nothing at them.
+
+Shared by `dist-lto opt` and `dist-lto distribute`. Standard library only, and not
+even `subprocess` or `signal` (their imports cost more than this whole module's
+10 ms budget, measured here: `subprocess` ~12 ms): clang is started with
+`os.posix_spawn` and signals are caught through `_signal`.
+"""
+
+import _signal
+import os
+
+from dist_lto.errors import EXIT_INTERNAL, BadInput, DistLtoError
+from dist_lto.fsutil import remove_quietly, temp_path_for
+from dist_lto.thinlto_index import BITCODE_MAGIC, WRAPPER_MAGIC, read_index_modules
+
+ELF_MAGIC = b"\x7fELF"
+_ET_REL = 1
+_SIGNAL_EXIT_BASE = 128
+_FORWARDED_SIGNALS = (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP)
+_CHILD_DEFAULT_SIGNALS = (_signal.SIGPIPE, _signal.SIGXFSZ)
+"""Python ignores these; a child must start with the defaults, as `subprocess` ensures."""
+
+
+class BackendFailed(DistLtoError):
+    """clang failed or lied about succeeding; `status` is what the action exits with."""
+
+
+def is_bitcode(head: bytes) -> bool:
+    """LLVM bitcode, bare or in a wrapper (never guess from `file(1)`, which misreads it)."""
+    return head[:4] in (BITCODE_MAGIC, WRAPPER_MAGIC)
+
+
+def read_head(path: str, what: str, size: int = 64) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(size)
+    except OSError as err:
+        raise BadInput(f"{path}: cannot read {what}: {err.strerror}") from None
+
+
+def exit_status(wait_status: int) -> int:
+    """An action's exit status for a child's wait status: its code, or 128+N for signal N."""
+    code = os.waitstatus_to_exitcode(wait_status)
+    return _SIGNAL_EXIT_BASE - code if code < 0 else code
+
+
+def describe_status(status: int) -> str:
+    if status > _SIGNAL_EXIT_BASE:
+        number = status - _SIGNAL_EXIT_BASE
+        try:
+            name = _signal.strsignal(number) or ""
+        except ValueError:
+            name = ""
+        return f"was killed by signal {number}{f' ({name})' if name else ''}"
+    return f"exited with status {status}"
+
+
+# ---------------------------------------------------------------------------------
+# Checks
+
+
+def check_primary(module: str, index: str) -> None:
+    """Fail unless clang will treat `module` as the primary module of `index`.
+
+    clang looks the module up by the exact spelling of its command-line path; an index
+    that skips the module on purpose (a lazy archive member) makes clang write an
+    object without code, which is correct and accepted.
+    """
+    modules = read_index_modules(index)
+    if modules.skip:
+        return
+    wanted = os.fsencode(module)
+    if wanted in modules.paths:
+        return
+    known = [os.fsdecode(p) for p in modules.paths]
+    hint = _closest(module, known)
+    if hint is not None:
+        found = f"it has {hint!r}: spell the input exactly as the index step saw it"
+    elif not known:
+        found = "its module table is empty"
+    else:
+        found = f"it has {len(known)} modules, e.g. {', '.join(map(repr, known[:3]))}"
+    raise BadInput(
+        f"{index}: module {module!r} is not in this index ({found}); clang would not treat"
+        " it as the primary module and would write an object without its code"
+    )
+
+
+def _closest(module: str, known: list[str]) -> str | None:
+    """The index's spelling of the same file, if it has one (`./a.o`, `/abs/a.o` for `a.o`)."""
+    norm = os.path.normpath(module)
+    for path in known:
+        if os.path.normpath(path) == norm:
+            return path
+    real = os.path.realpath(module)
+    for path in known:
+        if os.path.realpath(path) == real:
+            return path
+    base = os.path.basename(module)
+    same_name = [p for p in known if os.path.basename(p) == base]
+    return same_name[0] if len(same_name) == 1 else None
+
+
+class ElfInfo:
+    """The parts of an ELF header the checks need."""
+
+    __slots__ = ("big_endian", "shentsize", "shnum", "shoff", "shstrndx", "wide")
+
+    def __init__(self, head: bytes) -> None:
+        self.wide = head[4] == 2
+        self.big_endian = head[5] == 2
+        if self.wide:
+            self.shoff = self.word(head, 0x28, 8)
+            self.shentsize = self.word(head, 0x3A, 2)
+            self.shnum = self.word(head, 0x3C, 2)
+            self.shstrndx = self.word(head, 0x3E, 2)
+        else:
+            self.shoff = self.word(head, 0x20, 4)
+            self.shentsize = self.word(head, 0x2E, 2)
+            self.shnum = self.word(head, 0x30, 2)
+            self.shstrndx = self.word(head, 0x32, 2)
+
+    def word(self, data: bytes, offset: int, size: int) -> int:
+        return int.from_bytes(data[offset : offset + size], "big" if self.big_endian else "little")
+
+
+def object_problem(path: str) -> str | None:
+    """What is wrong with `path` as an ELF relocatable object ("is empty"), None if nothing."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            size = os.fstat(f.fileno()).st_size
+    except FileNotFoundError:
+        return "is missing"
+    except OSError as err:
+        return f"cannot be read ({err.strerror})"
+    if size == 0:
+        return "is empty (0 bytes)"
+    if head[:4] != ELF_MAGIC or len(head) < 64 or head[4] not in (1, 2) or head[5] not in (1, 2):
+        return f"is not an ELF object ({size} bytes)"
+    elf = ElfInfo(head)
+    if elf.word(head, 16, 2) != _ET_REL:
+        return "is an ELF file but not a relocatable object"
+    if elf.shnum == 0 or elf.shoff + elf.shnum * elf.shentsize > size:
+        return f"is a truncated ELF object ({size} bytes, its section headers are missing)"
+    return None
+
+
+def section_names(path: str) -> list[bytes]:
+    """The section names of a well-formed ELF object (see `object_problem`)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    elf = ElfInfo(data)
+    wide = elf.wide
+
+    def header(i: int) -> tuple[int, int, int]:
+        base = elf.shoff + i * elf.shentsize
+        name = elf.word(data, base, 4)
+        if wide:
+            return name, elf.word(data, base + 0x18, 8), elf.word(data, base + 0x20, 8)
+        return name, elf.word(data, base + 0x10, 4), elf.word(data, base + 0x14, 4)
+
+    _, str_offset, str_size = header(elf.shstrndx)
+    strings = data[str_offset : str_offset + str_size]
+    names = []
+    for i in range(elf.shnum):
+        start = header(i)[0]
+        names.append(strings[start : strings.find(b"\0", start)])
+    return names
+
+
+# ---------------------------------------------------------------------------------
+# Running
+
+
+class _Stop(BaseException):
+    """A signal asked this process to stop while clang ran."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_stop(signum: int, _frame: object) -> None:
+    raise _Stop(signum)
+
+
+def run_tool(argv: list[str]) -> tuple[int, bytes]:
+    """Run `argv` (stdout inherited, stderr captured) and return (exit status, stderr).
+
+    A signal that asks us to stop (TERM, INT, HUP) is passed on to the child, and we
+    then fail with 128+N ourselves once it has gone.
+    """
+    read_end, write_end = os.pipe()
+    previous = {sig: _signal.signal(sig, _raise_stop) for sig in _FORWARDED_SIGNALS}
+    try:
+        spawn = os.posix_spawn if "/" in argv[0] else os.posix_spawnp
+        try:
+            pid = spawn(
+                argv[0],
+                argv,
+                os.environ,
+                file_actions=[(os.POSIX_SPAWN_DUP2, write_end, 2)],
+                setsigdef=_CHILD_DEFAULT_SIGNALS,
+            )
+        except OSError as err:
+            raise BadInput(f"{argv[0]}: cannot run: {err.strerror}") from None
+        finally:
+            os.close(write_end)
+        try:
+            chunks = []
+            while chunk := os.read(read_end, 65536):
+                chunks.append(chunk)
+            _, wait_status = os.waitpid(pid, 0)
+        except _Stop as stop:
+            os.kill(pid, stop.signum)
+            os.waitpid(pid, 0)
+            raise DistLtoError(
+                f"stopped by signal {stop.signum} while {argv[0]} ran",
+                status=_SIGNAL_EXIT_BASE + stop.signum,
+            ) from None
+    finally:
+        os.close(read_end)
+        for sig, handler in previous.items():
+            _signal.signal(sig, handler)
+    return exit_status(wait_status), b"".join(chunks)
+
+
+def split_dwarf_flags(dwo_name: str, dwo_output: str) -> list[str]:
+    """clang flags for split DWARF whose skeleton names `dwo_name` but which writes to
+    `dwo_output` (a temporary name: the driver would derive both from `-o`)."""
+    return [
+        "-gsplit-dwarf",
+        "-Xclang", "-split-dwarf-file", "-Xclang", dwo_name,
+        "-Xclang", "-split-dwarf-output", "-Xclang", dwo_output,
+    ]  # fmt: skip
+
+
+def run_backend(command: list[str], *, module: str, output: str, dwo: str | None = None) -> bytes:
+    """Run backend `command` (clang and its flags, without `-o`) writing `output` strictly.
+
+    Appends `-o <temporary>` and, with `dwo`, the split-DWARF flags; checks everything
+    the module docstring lists; renames the results into place. Returns clang's stderr
+    (warnings) on success; raises BackendFailed (clang's status) or BadInput otherwise.
+    """
+    remove_stale(output, dwo)
+    tmp = temp_path_for(output)
+    tmp_dwo = temp_path_for(dwo) if dwo else None
+    argv = [*command, "-o", tmp]
+    if dwo and tmp_dwo:
+        argv += split_dwarf_flags(dwo, tmp_dwo)
+    try:
+        status, stderr = run_tool(argv)
+        if status != 0:
+            raise BackendFailed(
+                f"{module}: {argv[0]} {describe_status(status)}", status=status,
+                detail=stderr.decode(errors="replace"),
+            )  # fmt: skip
+        problem = object_problem(tmp)
+        if problem:
+            raise BackendFailed(
+                f"{module}: {argv[0]} exited 0 but its output {problem}", status=EXIT_INTERNAL,
+                detail=stderr.decode(errors="replace"),
+            )  # fmt: skip
+        if dwo and tmp_dwo:
+            _finish_dwo(module, tmp, tmp_dwo, dwo, stderr)
+        os.replace(tmp, output)
+    except BaseException:
+        remove_quietly(tmp)
+        if tmp_dwo:
+            remove_quietly(tmp_dwo)
+        raise
+    return stderr
+
+
+def _finish_dwo(module: str, obj: str, tmp_dwo: str, dwo: str, stderr: bytes) -> None:
+    if not os.path.exists(tmp_dwo):
+        if b".debug_info" in section_names(obj):
+            raise BackendFailed(
+                f"{module}: clang exited 0 and put split debug information in the object"
+                f" but wrote no .dwo file for {dwo}",
+                status=EXIT_INTERNAL, detail=stderr.decode(errors="replace"),
+            )  # fmt: skip
+        # Nothing to split (no debug information): the declared output still has to exist.
+        with open(tmp_dwo, "wb"):
+            pass
+    os.replace(tmp_dwo, dwo)
+
+
+def pass_through(module: str, output: str, dwo: str | None = None) -> None:
+    """A non-bitcode input (assembly, -fno-lto) goes to `output` unchanged, not through clang.
+
+    Hard-linked when possible (no copy), copied otherwise; `dwo` is created empty.
+    """
+    problem = object_problem(module)
+    if problem:
+        raise BadInput(f"{module}: not LLVM bitcode, and not an ELF object either: it {problem}")
+    remove_stale(output, dwo)
+    tmp = temp_path_for(output)
+    try:
+        try:
+            os.link(module, tmp)
+        except OSError:
+            with open(module, "rb") as src, open(tmp, "wb") as dst:
+                while chunk := src.read(1 << 20):
+                    dst.write(chunk)
+        if dwo:
+            tmp_dwo = temp_path_for(dwo)
+            try:
+                with open(tmp_dwo, "wb"):
+                    pass
+                os.replace(tmp_dwo, dwo)
+            except BaseException:
+                remove_quietly(tmp_dwo)
+                raise
+        os.replace(tmp, output)
+    except BaseException:
+        remove_quietly(tmp)
+        raise
+
+
+def remove_stale(output: str, dwo: str | None) -> None:
+    """Remove outputs of an earlier run, so a failure now cannot leave them looking fresh."""
+    for path in (output, dwo):
+        if path:
+            remove_quietly(path)

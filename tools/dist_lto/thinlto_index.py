@@ -1,0 +1,373 @@
+"""Just enough of LLVM's bitstream format to read a ThinLTO index's module table.
+
+A backend (`clang -x ir M.o -fthinlto-index=M.o.thinlto.bc`) looks its input up
+in the index by the path *as written on its command line*. When that spelling
+differs from the one the index step saw (`./obj/m.o` or `/abs/obj/m.o` instead of
+`obj/m.o`), clang 22 finds nothing, treats the module as imported-only and exits
+0 with an object that holds no code. The module table (`MODULE_STRTAB_BLOCK`)
+lists every path the index knows, so comparing it with the input before running
+clang catches exactly that, for well under a millisecond.
+
+Standard library only, no `struct`: this runs once per backend action.
+"""
+
+from dist_lto.errors import BadInput
+
+BITCODE_MAGIC = b"BC\xc0\xde"
+WRAPPER_MAGIC = b"\xde\xc0\x17\x0b"
+"""A bitcode wrapper header (Darwin-style) in front of the bitcode."""
+
+_MODULE_BLOCK = 8
+_MODULE_STRTAB_BLOCK = 19
+_GLOBALVAL_SUMMARY_BLOCK = 20
+_BLOCKINFO_BLOCK = 0
+_MST_CODE_ENTRY = 1
+_FS_FLAGS = 20
+_SKIP_MODULE_FLAG = 0x2
+"""`ModuleSummaryIndex::skipModuleByDistributedBackend`: the module is not in the link."""
+
+# Abbreviation operand encodings.
+_LITERAL, _FIXED, _VBR, _ARRAY, _CHAR6, _BLOB = 0, 1, 2, 3, 4, 5
+_CHAR6_TABLE = bytes(range(ord("a"), ord("z") + 1)) + bytes(range(ord("A"), ord("Z") + 1))
+_CHAR6_TABLE += b"0123456789._"
+
+
+class IndexModules:
+    """What an individual index says about modules: their paths and the skip flag."""
+
+    __slots__ = ("paths", "skip")
+
+    def __init__(self, paths: list[bytes], skip: bool) -> None:
+        self.paths = paths
+        """Module paths in the index's module table, as the index step spelled them."""
+        self.skip = skip
+        """The index step left this module out (a lazy archive member): clang writes an
+        object without code on purpose."""
+
+
+class _Truncated(Exception):
+    pass
+
+
+class _Reader:
+    """A cursor over a bitstream: fields are little-endian bit runs."""
+
+    __slots__ = ("data", "end", "pos")
+
+    def __init__(self, data: bytes, start: int, end: int) -> None:
+        self.data = data
+        self.pos = start * 8
+        self.end = end * 8
+
+    def read(self, width: int) -> int:
+        pos = self.pos
+        if pos + width > self.end:
+            raise _Truncated
+        self.pos = pos + width
+        byte = pos >> 3
+        chunk = int.from_bytes(self.data[byte : byte + 9], "little")
+        return (chunk >> (pos & 7)) & ((1 << width) - 1)
+
+    def vbr(self, width: int) -> int:
+        high = 1 << (width - 1)
+        value = shift = 0
+        while True:
+            piece = self.read(width)
+            value |= (piece & (high - 1)) << shift
+            if not piece & high:
+                return value
+            shift += width - 1
+            if shift > 64:
+                raise ValueError("VBR value wider than 64 bits")
+
+    def align32(self) -> None:
+        self.pos = (self.pos + 31) & ~31
+        if self.pos > self.end:
+            raise _Truncated
+
+    def chars(self, count: int, encoding: tuple[int, int]) -> bytes:
+        """An array of `count` characters, decoded in one slice instead of one read each."""
+        kind, width = encoding
+        if kind == _CHAR6:
+            width = 6
+        elif kind != _FIXED or width > 8:
+            return bytes(self.scalar(encoding) & 0xFF for _ in range(count))
+        bits = count * width
+        pos = self.pos
+        if pos + bits > self.end:
+            raise _Truncated
+        self.pos = pos + bits
+        run = int.from_bytes(self.data[pos >> 3 : ((pos + bits + 7) >> 3) + 1], "little")
+        run = (run >> (pos & 7)) & ((1 << bits) - 1)
+        if width == 8:
+            return run.to_bytes(count, "little")
+        mask = (1 << width) - 1
+        out = bytearray(count)
+        for i in range(count):
+            out[i] = run & mask
+            run >>= width
+        if kind == _CHAR6:
+            return bytes(_CHAR6_TABLE[c] for c in out)
+        return bytes(out)
+
+    def scalar(self, encoding: tuple[int, int]) -> int:
+        kind, value = encoding
+        if kind == _LITERAL:
+            return value
+        if kind == _FIXED:
+            return self.read(value)
+        if kind == _VBR:
+            return self.vbr(value)
+        if kind == _CHAR6:
+            return _CHAR6_TABLE[self.read(6)]
+        raise ValueError("array or blob used as a scalar")
+
+
+Abbrev = list[tuple[int, int]]
+
+
+def _define_abbrev(reader: _Reader) -> Abbrev:
+    ops: Abbrev = []
+    count = reader.vbr(5)
+    while len(ops) < count:
+        if reader.read(1):
+            ops.append((_LITERAL, reader.vbr(8)))
+            continue
+        kind = reader.read(3)
+        if kind in (_FIXED, _VBR):
+            width = reader.vbr(5)
+            if (kind == _VBR and width < 2) or width > 64:
+                raise ValueError(f"bad abbreviation operand width {width}")
+            ops.append((kind, width))
+        elif kind in (_ARRAY, _CHAR6, _BLOB):
+            ops.append((kind, 0))
+        else:
+            raise ValueError(f"unknown abbreviation operand encoding {kind}")
+    if not ops:
+        raise ValueError("empty abbreviation")
+    for i, (kind, _) in enumerate(ops):
+        if (kind == _ARRAY and i != len(ops) - 2) or (kind == _BLOB and i != len(ops) - 1):
+            raise ValueError("array or blob operand out of place")
+    if ops and ops[0][0] in (_ARRAY, _BLOB):
+        raise ValueError("abbreviation starts with an array or blob")
+    return ops
+
+
+def _record(reader: _Reader, abbrev_id: int, abbrevs: list[Abbrev]) -> tuple[int, list[int], bytes]:
+    """One record as (code, scalar operands, trailing array or blob as bytes)."""
+    if abbrev_id == 3:
+        code = reader.vbr(6)
+        ops = [reader.vbr(6) for _ in range(reader.vbr(6))]
+        return code, ops, b""
+    index = abbrev_id - 4
+    if index >= len(abbrevs):
+        raise ValueError(f"undefined abbreviation {abbrev_id}")
+    fields: list[int] = []
+    tail = b""
+    abbrev = abbrevs[index]
+    i = 0
+    while i < len(abbrev):
+        kind = abbrev[i][0]
+        if kind == _ARRAY:
+            tail = reader.chars(reader.vbr(6), abbrev[i + 1])
+            break
+        if kind == _BLOB:
+            size = reader.vbr(6)
+            reader.align32()
+            start = reader.pos >> 3
+            reader.pos += size * 8
+            if reader.pos > reader.end:
+                raise _Truncated
+            tail = reader.data[start : start + size]
+            reader.align32()
+            break
+        fields.append(reader.scalar(abbrev[i]))
+        i += 1
+    return fields[0], fields[1:], tail
+
+
+def _skip_block(reader: _Reader) -> None:
+    reader.align32()
+    words = reader.read(32)
+    reader.pos += words * 32
+    if reader.pos > reader.end:
+        raise _Truncated
+
+
+def _enter(reader: _Reader) -> tuple[int, int]:
+    """Read an ENTER_SUBBLOCK's header: (block id, abbreviation width)."""
+    block_id = reader.vbr(8)
+    width = reader.vbr(4)
+    if not 1 <= width <= 32:
+        raise ValueError(f"bad abbreviation width {width}")
+    return block_id, width
+
+
+_SUBBLOCK = -1
+"""The `code` that `_Block.next` reports for a sub-block."""
+
+
+class _Block:
+    """Walks one block's entries, defining abbreviations as they come."""
+
+    __slots__ = ("abbrevs", "reader", "width")
+
+    def __init__(self, reader: _Reader, width: int, inherited: list[Abbrev]) -> None:
+        self.reader = reader
+        self.width = width
+        self.abbrevs = list(inherited)
+
+    def next(self) -> tuple[int, list[int], bytes] | None:
+        """The next record as (code, operands, trailing array or blob), None at the end.
+
+        A sub-block comes back as `(_SUBBLOCK, [block id, abbreviation width], b"")`
+        with the reader at its length word; the caller enters or skips it.
+        """
+        reader = self.reader
+        while True:
+            abbrev_id = reader.read(self.width)
+            if abbrev_id == 0:
+                reader.align32()
+                return None
+            if abbrev_id == 1:
+                return (_SUBBLOCK, list(_enter(reader)), b"")
+            if abbrev_id == 2:
+                self.abbrevs.append(_define_abbrev(reader))
+                continue
+            return _record(reader, abbrev_id, self.abbrevs)
+
+
+def _blockinfo(reader: _Reader, width: int, table: dict[int, list[Abbrev]]) -> None:
+    """BLOCKINFO: abbreviations that other blocks start with, keyed by block id."""
+    current: int | None = None
+    while True:
+        abbrev_id = reader.read(width)
+        if abbrev_id == 0:
+            reader.align32()
+            return
+        if abbrev_id == 1:
+            _enter(reader)
+            _skip_block(reader)
+        elif abbrev_id == 2:
+            if current is None:
+                raise ValueError("abbreviation in BLOCKINFO before SETBID")
+            table.setdefault(current, []).append(_define_abbrev(reader))
+        else:
+            code, ops, _ = _record(reader, abbrev_id, [])
+            if code == 1:
+                if not ops:
+                    raise ValueError("empty SETBID record")
+                current = ops[0]
+
+
+def _bitcode_span(data: bytes) -> tuple[int, int]:
+    if data[:4] == WRAPPER_MAGIC:
+        if len(data) < 20:
+            raise ValueError("truncated bitcode wrapper header")
+        offset = int.from_bytes(data[8:12], "little")
+        size = int.from_bytes(data[12:16], "little")
+        if offset + size > len(data) or size < 4:
+            raise ValueError("bitcode wrapper points outside the file")
+        start, end = offset, offset + size
+    else:
+        start, end = 0, len(data)
+    if data[start : start + 4] != BITCODE_MAGIC:
+        raise ValueError("not LLVM bitcode")
+    return start + 4, end
+
+
+def parse_index(data: bytes) -> IndexModules:
+    """The module table and skip flag of an individual ThinLTO index.
+
+    Raises ValueError when `data` is not a well-formed index.
+    """
+    start, end = _bitcode_span(data)
+    reader = _Reader(data, start, end)
+    blockinfo: dict[int, list[Abbrev]] = {}
+    try:
+        while reader.pos + 32 <= reader.end:
+            abbrev_id = reader.read(2)
+            if abbrev_id != 1:
+                raise ValueError(f"expected a block at top level, found abbreviation {abbrev_id}")
+            block_id, width = _enter(reader)
+            if block_id == _BLOCKINFO_BLOCK:
+                reader.align32()
+                reader.read(32)
+                _blockinfo(reader, width, blockinfo)
+            elif block_id == _MODULE_BLOCK:
+                reader.align32()
+                reader.read(32)
+                return _module_block(reader, width, blockinfo)
+            else:
+                _skip_block(reader)
+    except _Truncated:
+        raise ValueError("truncated bitcode") from None
+    raise ValueError("no module block: not a ThinLTO index")
+
+
+def _module_block(reader: _Reader, width: int, blockinfo: dict[int, list[Abbrev]]) -> IndexModules:
+    paths: list[bytes] | None = None
+    skip = False
+    module = _Block(reader, width, [])
+    while (entry := module.next()) is not None:
+        code, ops, _ = entry
+        if code != _SUBBLOCK:
+            continue
+        block_id, sub_width = ops
+        reader.align32()
+        words = reader.read(32)
+        block_end = reader.pos + words * 32
+        inherited = blockinfo.get(block_id, [])
+        if block_id == _MODULE_STRTAB_BLOCK:
+            paths = _module_paths(_Block(reader, sub_width, inherited))
+        elif block_id == _GLOBALVAL_SUMMARY_BLOCK:
+            skip = _summary_flags(_Block(reader, sub_width, inherited)) & _SKIP_MODULE_FLAG != 0
+            break
+        reader.pos = block_end
+        if block_end > reader.end:
+            raise _Truncated
+    if paths is None:
+        raise ValueError("no module table (MODULE_STRTAB_BLOCK): not a ThinLTO index")
+    return IndexModules(paths, skip)
+
+
+def _module_paths(block: _Block) -> list[bytes]:
+    paths = []
+    while (entry := block.next()) is not None:
+        code, ops, tail = entry
+        if code == _MST_CODE_ENTRY:
+            # [module id, path...]: the path is the trailing array, or the operands when the
+            # writer used no abbreviation.
+            paths.append(tail or bytes(c & 0xFF for c in ops[1:]))
+        elif code == _SUBBLOCK:
+            _skip_block(block.reader)
+    return paths
+
+
+def _summary_flags(block: _Block) -> int:
+    """The FLAGS record, which the writer puts first in the summary block (after VERSION)."""
+    while (entry := block.next()) is not None:
+        code, ops, _ = entry
+        if code == _FS_FLAGS:
+            return ops[0] if ops else 0
+        if code == _SUBBLOCK:
+            _skip_block(block.reader)
+    return 0
+
+
+def read_index_modules(path: str) -> IndexModules:
+    """The module table of the index file at `path`; a bad file is bad input naming it."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as err:
+        raise BadInput(f"{path}: cannot read ThinLTO index: {err.strerror}") from None
+    if not data:
+        raise BadInput(
+            f"{path}: ThinLTO index is empty (0 bytes): clang would silently compile the module"
+            " without ThinLTO"
+        )
+    try:
+        return parse_index(data)
+    except ValueError as err:
+        raise BadInput(f"{path}: not a ThinLTO index: {err}") from None
