@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""How fast is `dist-lto prepare` next to `llvm-ar x`? Side by side, in one run.
+
+(a) a regular archive of N members (default 5,000) of which 20% repeat an earlier
+    member's name, built by llvm-ar from Lua's ThinLTO bitcode objects;
+(b) the thin variant of the same archive (llvm-ar cannot extract thin archives,
+    so its time is compared with `llvm-ar x` of the regular one), plus the bytes
+    (b) copied into its objects directory (the target is 0).
+
+Every timed command is a fresh process into a fresh empty directory, as a build
+runs it; rounds alternate the order and the medians are compared. Outputs are
+kept until the end because deleting 5,000 files makes the *next* writer on ext4
+(mounted with `discard`) pay for it. Python runs with its bytecode cache on
+(the default; this sandbox sets PYTHONDONTWRITEBYTECODE), after one warm-up run.
+The start-up and import cost of the interpreter is measured too, to show where
+the time goes. Last line: `prepare/llvm-ar-x: <ratio>` for (a).
+
+Usage: .venv/bin/python bench/prepare.py [--members 5000] [--rounds 7] [--workdir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import workloads
+
+LLVM_AR = os.path.join(workloads.LLVM_BIN, "llvm-ar")
+VENV_BIN = Path(sys.executable).parent
+DIST_LTO = str(VENV_BIN / "dist-lto") if (VENV_BIN / "dist-lto").exists() else None
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def _prepare_cmd() -> list[str]:
+    return [DIST_LTO] if DIST_LTO else [sys.executable, "-m", "dist_lto"]
+
+
+def make_members(work: Path, count: int) -> list[str]:
+    """`count` member files under work/m/, 20% of them sharing an earlier file's name."""
+    lua = workloads.build("lua", work / "lua")
+    objects = [lua.root / o for o in lua.library]
+    files: list[str] = []
+    unique = 0
+    for i in range(count):
+        if i % 5 == 4:
+            name = f"mod{(i * 7919) % max(unique, 1):05d}.o"
+        else:
+            name = f"mod{unique:05d}.o"
+            unique += 1
+        rel = f"m/{i // 100:03d}/{i:05d}/{name}"
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(objects[i % len(objects)], work / rel)
+        files.append(rel)
+    return files
+
+
+def make_archives(work: Path, files: list[str]) -> tuple[Path, Path]:
+    (work / "members.rsp").write_text("".join(f"{f}\n" for f in files))
+    for name, flags in (("regular.a", "rcs"), ("thin.a", "rcsT")):
+        subprocess.run([LLVM_AR, flags, name, "@members.rsp"], cwd=work, check=True)
+    return work / "regular.a", work / "thin.a"
+
+
+def timed(cmd: list[str], cwd: Path) -> float:
+    start = time.perf_counter()
+    subprocess.run(cmd, cwd=cwd, check=True, env=_env(), stdout=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+class Runner:
+    """Fresh output directories under `out`, numbered, kept until the end."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.count = 0
+
+    def fresh(self) -> Path:
+        self.count += 1
+        path = self.out / f"run{self.count:03d}"
+        path.mkdir(parents=True)
+        return path
+
+    def llvm_ar_x(self, archive: Path) -> float:
+        target = self.fresh() / "x"
+        target.mkdir()
+        return timed([LLVM_AR, "x", str(archive)], target)
+
+    def prepare(self, archive: Path) -> tuple[float, Path]:
+        run = self.fresh()
+        cmd = [*_prepare_cmd(), "prepare", "--archive", str(archive)]
+        cmd += ["--objects-out", "objects", "--manifest-out", "manifest.json"]
+        return timed(cmd, run), run
+
+
+def bytes_under(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def interpreter_costs(rounds: int) -> tuple[float, float]:
+    """Median start-up of the interpreter, and of start-up plus prepare's imports."""
+    bare = [timed([sys.executable, "-c", "pass"], Path.cwd()) for _ in range(rounds)]
+    code = "import argparse, dist_lto.prepare, dist_lto.archive, dist_lto.jsonio"
+    imports = [timed([sys.executable, "-c", code], Path.cwd()) for _ in range(rounds)]
+    return statistics.median(bare), statistics.median(imports)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--members", type=int, default=5000)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--workdir", help="where to build and extract (default: a temp dir)")
+    args = parser.parse_args()
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-prepare-")).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        files = make_members(work, args.members)
+        regular, thin = make_archives(work, files)
+        size_mb = regular.stat().st_size / 1e6
+        runner = Runner(work / "out")
+        runner.llvm_ar_x(regular)  # warm-up: page cache, bytecode cache
+        runner.prepare(regular)
+        runner.prepare(thin)
+        ar_times: list[float] = []
+        regular_times: list[float] = []
+        thin_times: list[float] = []
+        thin_bytes = 0
+        for i in range(args.rounds):
+            steps = ["ar", "regular", "thin"]
+            if i % 2:
+                steps.reverse()
+            for step in steps:
+                if step == "ar":
+                    ar_times.append(runner.llvm_ar_x(regular))
+                elif step == "regular":
+                    regular_times.append(runner.prepare(regular)[0])
+                else:
+                    seconds, run = runner.prepare(thin)
+                    thin_times.append(seconds)
+                    thin_bytes = max(thin_bytes, bytes_under(run / "objects"))
+        bare, imported = interpreter_costs(args.rounds)
+    finally:
+        shutil.rmtree(work / "out", ignore_errors=True)
+        if not args.workdir:
+            shutil.rmtree(work, ignore_errors=True)
+    ar = statistics.median(ar_times)
+    reg = statistics.median(regular_times)
+    thn = statistics.median(thin_times)
+    duplicates = len(files) - len({Path(f).name for f in files})
+    print(f"archive: {len(files)} members, {duplicates} repeated names, {size_mb:.0f} MB")
+    print(f"medians of {args.rounds} rounds (wall seconds):")
+    print(f"  llvm-ar x (regular)       {ar:.3f}")
+    print(f"  prepare (a) regular       {reg:.3f}")
+    print(f"  prepare (b) thin          {thn:.3f}")
+    print(f"  python start-up           {bare:.3f}")
+    print(f"  start-up + imports        {imported:.3f}")
+    print(f"(b) thin: bytes copied into the objects directory: {thin_bytes}")
+    print(f"(b) thin: prepare/llvm-ar-x: {thn / ar:.2f}")
+    print(f"prepare/llvm-ar-x: {reg / ar:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
