@@ -30,7 +30,8 @@ def small_objects(llvm: Llvm, tmp_path_factory: pytest.TempPathFactory) -> dict[
         (root / source).write_text(text)
         out = root / source.replace(".c", ".o")
         lto = [] if source == "gamma.c" else ["-flto=thin"]
-        subprocess.run([llvm.clang, "-O2", *lto, "-c", source, "-o", out.name], cwd=root, check=True)
+        cmd = [llvm.clang, "-O2", *lto, "-c", source, "-o", out.name]
+        subprocess.run(cmd, cwd=root, check=True)
         objects[out.name] = out
     return objects
 
@@ -136,7 +137,8 @@ def test_nested_names_from_a_flattened_thin_archive(
     (tmp_path / "obj/sub").mkdir(parents=True)
     shutil.copy(small_objects["alpha.o"], tmp_path / "obj/sub/alpha.o")
     shutil.copy(small_objects["gamma.o"], tmp_path / "obj/gamma.o")
-    subprocess.run([llvm.ar, "rcT", "thin.a", "obj/sub/alpha.o", "obj/gamma.o"], cwd=tmp_path, check=True)
+    thin = [llvm.ar, "rcT", "thin.a", "obj/sub/alpha.o", "obj/gamma.o"]
+    subprocess.run(thin, cwd=tmp_path, check=True)
     subprocess.run([llvm.ar, "qcL", "flat.a", "thin.a"], cwd=tmp_path, check=True)
 
     doc = prepare(tmp_path / "flat.a", tmp_path / "out", tmp_path / "manifest.json")
@@ -155,7 +157,9 @@ def test_duplicate_names_never_collide_with_a_real_member_named_like_a_renamed_o
     Here a real `foo_1.o` and a real `foo~2.o` (our own scheme's first choice) come
     *after* the duplicate, so names can only be given out once all are known.
     """
-    layout = [("d1", "foo.o"), ("d2", "foo.o"), ("d3", "foo_1.o"), ("d4", "foo~2.o"), ("d5", "foo.o")]
+    layout = [
+        ("d1", "foo.o"), ("d2", "foo.o"), ("d3", "foo_1.o"), ("d4", "foo~2.o"), ("d5", "foo.o")
+    ]
     paths = []
     for i, (directory, name) in enumerate(layout):
         (tmp_path / directory).mkdir()
