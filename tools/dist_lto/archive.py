@@ -77,8 +77,8 @@ class Member(NamedTuple):
     offset: int
     """Where its data starts in the archive file (0 when it has no data)."""
     size: int
-    filetype: int
-    """The S_IFMT bits of the header's mode field; 0 when the field records none."""
+    mode: int
+    """The header's mode field; its S_IFMT bits are 0 when it records no file type."""
     head: bytes
     """The first 4 bytes of its data (fewer when it is shorter): enough to tell bitcode."""
 
@@ -150,7 +150,7 @@ class RegularArchive:
         next_header = ffi.read_next_header2
         pathname = ffi.entry_pathname
         entry_size = ffi.entry_size
-        filetype = ffi.entry_filetype
+        entry_mode = ffi.entry_mode
         read_block = ffi.read_data_block
         block, block_size, block_offset = ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_longlong()
         block_args = (ctypes.byref(block), ctypes.byref(block_size), ctypes.byref(block_offset))
@@ -193,7 +193,7 @@ class RegularArchive:
                     where = _where(name, in_member, members)
                     raise BadInput(f"{self.path}: {err.msg} ({where})") from None
                 head = data[offset : offset + 4]
-                members.append(Member(name, offset, size, filetype(entry_p), head))
+                members.append(Member(name, offset, size, entry_mode(entry_p), head))
             stop = _read_header_position(archive_p) or len(ARCH_MAGIC)
         if stop != end:
             where = _where(name, False, members)

@@ -222,9 +222,9 @@ def prepare_regular(archive_path: str, outputs: Outputs) -> list[Entry]:
         safe: list[str] = []
         for position, member in enumerate(members):
             name = _decode(member.name, archive_path, position)
-            kind = _REJECTED_TYPES.get(stat.S_IFMT(member.filetype))
+            kind = _REJECTED_TYPES.get(stat.S_IFMT(member.mode))
             if kind:
-                problem = f"is {kind} (mode {member.filetype:o}); only regular files are extracted"
+                problem = f"is {kind} (mode {member.mode:o}); only regular files are extracted"
                 raise _member_error(archive_path, name, position, problem)
             try:
                 safe.append(safe_path(name))
