@@ -253,6 +253,9 @@ def _coerce(a: Attr, v, where: str, cell: str):
     if k == "source":
         if type(v) != "string":
             return (None, "{}: expected a source path, got {} `{}`".format(where, type(v), v))
+        if v.startswith(":") or "//" in v:
+            # A target: its default output is the source (Buck2's `attrs.source()` accepts both).
+            return ({"target": _py_label(v, cell)}, "")
         return (_py_check_source(v), "")
     if k == "enum":
         if v in a.values:
@@ -315,6 +318,8 @@ def _to_analysis(a: Attr, v, deps: dict, package: str):
     if v == None:
         return None
     if k == "source":
+        if type(v) == "dict":
+            return _only_default_output(deps[v["target"]], v["target"])
         return source_artifact(package + "/" + v if package else v, v)
     if k == "dep" or k == "toolchain_dep":
         return deps[v]
@@ -337,6 +342,8 @@ def _dep_labels(a: Attr, v, out: list):
         return
     if k == "dep" or k == "toolchain_dep":
         out.append((v, a.providers))
+    elif k == "source" and type(v) == "dict":
+        out.append((v["target"], []))
     elif k == "option":
         _dep_labels(a.inner[0], v, out)
     elif k == "list":
@@ -351,6 +358,12 @@ def _dep_labels(a: Attr, v, out: list):
             _dep_labels(a.inner[1], x, out)
     elif k == "one_of":
         _dep_labels(a.inner[v["one_of"]], v["value"], out)
+
+def _only_default_output(dep: dict, label: str) -> Artifact:
+    outs = _result_outputs(dep.values())
+    if len(outs) != 1:
+        fail("{} is used as a source, so it must have exactly one default output, not {}".format(label, len(outs)))
+    return outs[0]
 
 # --- Rules ---------------------------------------------------------------------
 

@@ -58,6 +58,10 @@ class Project:
         if not config_path.is_file():
             raise ProjectError(f"{config_path}: missing (not a Buck2 project root)")
         self.config = parse_buckconfig(config_path.read_text(), str(config_path))
+        local = self.root / ".buckconfig.local"
+        if local.is_file():
+            for section, values in parse_buckconfig(local.read_text(), str(local)).items():
+                self.config.setdefault(section, {}).update(values)
         for dotted, value in (overrides or {}).items():
             section, _, key = dotted.partition(".")
             if not section or not key:
@@ -127,7 +131,8 @@ class Project:
             file_cell, rel = cell, f"{package}/{text[1:]}" if package else text[1:]
         else:
             file_cell, rest = self._split_cell(text, cell)
-            rel = rest.replace(":", "/") if ":" in rest else rest
+            package, _, file = rest.rpartition(":") if ":" in rest else ("", "", rest)
+            rel = f"{package}/{file}" if package else file
         if not rel.endswith(".bzl"):
             raise ProjectError(f"load(`{text}`): only .bzl files can be loaded")
         self._check_package(os.path.dirname(rel), text)

@@ -1,0 +1,64 @@
+# cxx_binary: compile, then link plainly, with in-process ThinLTO (LLD runs the
+# backends on its threads), or with distributed ThinLTO (`dist_lto = True`: one
+# Buck2 action per backend, scheduled from the index step's plans).
+
+load("//dist_lto:link.bzl", "dist_lto_link")
+load("//toolchain.bzl", "LlvmToolchainInfo", "TOOLCHAIN")
+load(":compile.bzl", "compile_sources", "header_dir")
+load(":link.bzl", "link_binary")
+load(
+    ":providers.bzl",
+    "ArgsLinkable",
+    "LinkGroup",
+    "ObjectLinkable",
+    "label_key",
+    "merge_groups",
+    "merge_include_dirs",
+)
+
+def _cxx_binary_impl(ctx: AnalysisContext) -> list[Provider]:
+    toolchain = ctx.attrs._toolchain[LlvmToolchainInfo]
+    lto = ctx.attrs.lto or ctx.attrs.dist_lto
+    objects = compile_sources(
+        ctx,
+        toolchain,
+        ctx.attrs.srcs,
+        ctx.attrs.headers,
+        header_dir(ctx, "headers", ctx.attrs.headers) + merge_include_dirs([], ctx.attrs.deps),
+        ctx.attrs.compiler_flags,
+        lto,
+    )
+    own = LinkGroup(
+        owner = label_key(ctx.label),
+        linkables = [ObjectLinkable(object = o.object, bitcode = o.bitcode) for o in objects],
+        cxx = any([o.cxx for o in objects]),
+    )
+    groups = merge_groups([own], ctx.attrs.deps)
+    if ctx.attrs.dist_lto:
+        out = dist_lto_link(ctx, toolchain, groups + [_flags_group(ctx)], ctx.attrs.linker_flags)
+    else:
+        out = link_binary(ctx, toolchain, groups + [_flags_group(ctx)], [], lto)
+    return [DefaultInfo(default_output = out), RunInfo(args = cmd_args(out))]
+
+def _flags_group(ctx: AnalysisContext) -> LinkGroup:
+    """The binary's own linker flags, after every input (where `-l` flags must go)."""
+    return LinkGroup(
+        owner = label_key(ctx.label) + "#linker_flags",
+        linkables = [ArgsLinkable(args = ctx.attrs.linker_flags)],
+        cxx = False,
+    )
+
+cxx_binary = rule(
+    impl = _cxx_binary_impl,
+    doc = "A C/C++ program; `dist_lto = True` links it with distributed ThinLTO.",
+    attrs = {
+        "srcs": attrs.list(attrs.one_of(attrs.source(), attrs.tuple(attrs.source(), attrs.list(attrs.arg()))), default = []),
+        "headers": attrs.list(attrs.source(), default = []),
+        "compiler_flags": attrs.list(attrs.arg(), default = []),
+        "linker_flags": attrs.list(attrs.arg(), default = []),
+        "deps": attrs.list(attrs.dep(), default = []),
+        "lto": attrs.bool(default = True, doc = "compile to bitcode and link with in-process ThinLTO"),
+        "dist_lto": attrs.bool(default = False, doc = "link with distributed ThinLTO (implies lto)"),
+        "_toolchain": attrs.toolchain_dep(default = TOOLCHAIN, providers = [LlvmToolchainInfo]),
+    },
+)

@@ -1,0 +1,47 @@
+# prebuilt_cxx_library: an archive built elsewhere, linked as it is (or whole).
+
+load(
+    ":providers.bzl",
+    "ArchiveLinkable",
+    "ArgsLinkable",
+    "CxxHeadersInfo",
+    "CxxLinkInfo",
+    "LinkGroup",
+    "label_key",
+    "merge_groups",
+    "merge_include_dirs",
+)
+load(":compile.bzl", "header_dir")
+
+def _prebuilt_cxx_library_impl(ctx: AnalysisContext) -> list[Provider]:
+    linkables = [ArchiveLinkable(
+        archive = ctx.attrs.static_lib,
+        members = [],
+        bitcode = ctx.attrs.bitcode,
+        whole = ctx.attrs.link_whole,
+    )]
+    if ctx.attrs.exported_linker_flags:
+        linkables.append(ArgsLinkable(args = ctx.attrs.exported_linker_flags))
+    own = LinkGroup(owner = label_key(ctx.label), linkables = linkables, cxx = ctx.attrs.cxx)
+    return [
+        DefaultInfo(default_output = ctx.attrs.static_lib),
+        CxxLinkInfo(groups = merge_groups([own], ctx.attrs.deps)),
+        CxxHeadersInfo(include_dirs = merge_include_dirs(
+            header_dir(ctx, "exported_headers", ctx.attrs.exported_headers),
+            ctx.attrs.deps,
+        )),
+    ]
+
+prebuilt_cxx_library = rule(
+    impl = _prebuilt_cxx_library_impl,
+    doc = "A prebuilt static archive. Native unless `bitcode`; `link_whole` keeps every member.",
+    attrs = {
+        "static_lib": attrs.source(),
+        "link_whole": attrs.bool(default = False),
+        "bitcode": attrs.bool(default = False, doc = "may hold ThinLTO bitcode members"),
+        "cxx": attrs.bool(default = False, doc = "needs the C++ runtime"),
+        "exported_headers": attrs.list(attrs.source(), default = []),
+        "exported_linker_flags": attrs.list(attrs.arg(), default = []),
+        "deps": attrs.list(attrs.dep(), default = []),
+    },
+)

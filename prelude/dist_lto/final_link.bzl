@@ -1,0 +1,32 @@
+# Phase 4: the final link, a dynamic_output reading the link plan: the planner's
+# argument file names the optimised objects, the native objects and the native
+# archive members in the original link order; this action depends on exactly the
+# files the plan says the link uses.
+
+load("//toolchain.bzl", "LlvmToolchainInfo")
+load(":types.bzl", "DistLink")
+
+def final_link(
+        ctx: AnalysisContext,
+        toolchain: LlvmToolchainInfo,
+        link: DistLink,
+        driver_command,
+        out: Artifact) -> None:
+    def link_it(ctx: AnalysisContext, artifacts, outputs) -> None:
+        plan = artifacts[link.link_plan].read_json()
+        inputs = list(link.static_inputs)
+        inputs += [link.objects[i].opt for i in plan["bitcode_objects"]]
+        inputs += [link.objects[i].object for i in plan["native_objects"]]
+        for entry in plan["archives"]:
+            archive = link.archives[entry["index"]]
+            inputs += [archive.opt_dir, archive.objects_dir] + archive.linkable.members
+        cmd = cmd_args(
+            driver_command,
+            "-o",
+            outputs[out].as_output(),
+            cmd_args(link.final_link_args, format = "@{}"),
+            hidden = inputs,
+        )
+        ctx.actions.run(cmd, category = "thin_lto_link", identifier = out.basename)
+
+    ctx.actions.dynamic_output(dynamic = [link.link_plan], outputs = [out.as_output()], f = link_it)

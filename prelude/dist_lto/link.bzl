@@ -1,0 +1,46 @@
+# Distributed ThinLTO for cxx_binary(dist_lto = True), phase by phase:
+#
+#   1. prepare: each archive that may hold bitcode -> objects + manifest (prepare.bzl)
+#   2. index + plans: one `dist-lto plan` action over the meta file (plan.bzl)
+#   3. opt: one dynamic_output per bitcode object and per archive, each reading its
+#      plan and running `dist-lto opt` per module (opt.bzl)
+#   4. final link: a dynamic_output reading the link plan (final_link.bzl)
+#
+# Works with stock LLD: the final link line comes from the original link order and
+# the plans, not from LLD's `--thinlto-full-index` (which only Meta's LLD has).
+
+load("//cxx:link.bzl", "link_driver")
+load("//cxx:providers.bzl", "LinkGroup")
+load("//toolchain.bzl", "LlvmToolchainInfo")
+load(":final_link.bzl", "final_link")
+load(":opt.bzl", "opt_archive", "opt_object")
+load(":plan.bzl", "collect_link", "run_plan")
+load(":types.bzl", "DistLink")
+
+def dist_lto_link(
+        ctx: AnalysisContext,
+        toolchain: LlvmToolchainInfo,
+        groups: list[LinkGroup],
+        linker_flags: list[str]) -> Artifact:
+    """Link `groups` into the binary `ctx.label.name` with distributed ThinLTO."""
+    out = ctx.actions.declare_output(ctx.label.name)
+    driver = cmd_args(link_driver(toolchain, groups), toolchain.linker_flags)
+    collected = collect_link(ctx, toolchain, groups)
+    link = DistLink(
+        objects = collected.objects,
+        archives = collected.archives,
+        static_inputs = collected.static_inputs,
+        link_flags_file = ctx.actions.write(
+            "dist_lto/link_flags",
+            cmd_args(toolchain.linker_flags, "-flto=thin", linker_flags),
+        ),
+        final_link_args = ctx.actions.declare_output("dist_lto/final_link.args"),
+        link_plan = ctx.actions.declare_output("dist_lto/link_plan.json"),
+    )
+    run_plan(ctx, toolchain, collected, driver, link.link_plan, link.final_link_args)
+    for i in range(len(link.objects)):
+        opt_object(ctx, toolchain, link, i)
+    for i in range(len(link.archives)):
+        opt_archive(ctx, toolchain, link, i)
+    final_link(ctx, toolchain, link, driver, out)
+    return out

@@ -1,0 +1,121 @@
+# Phase 3: one backend action per bitcode module, each a dynamic_output reading its
+# plan. An action's inputs are exactly its module, its index, the modules the plan
+# says it imports (single archive members, projected out of the prepared
+# directories), the link's flags and the dist-lto sources: ready for remote
+# execution, and checked by the test harness's sandbox.
+
+load("//toolchain.bzl", "LlvmToolchainInfo", "dist_lto_command")
+load(":types.bzl", "DistLink", "PreparedArchive")
+
+_PREPARED_PREFIX = "objects/"
+"""Members of a prepared regular archive, relative to its manifest (prepare.bzl's layout)."""
+
+def _member(link: DistLink, artifacts, archive_index: int, position: int) -> Artifact:
+    """The file of member `position` of archive `archive_index`, as the index step read it."""
+    archive = link.archives[archive_index]
+    if archive.linkable.members:
+        return archive.linkable.members[position]
+    manifest = artifacts[archive.manifest].read_json()
+    for entry in manifest["members"]:
+        if entry["position"] == position:
+            path = entry["path"]
+            if not path.startswith(_PREPARED_PREFIX):
+                fail("archive {}: member {} is at `{}`, not under `{}`".format(archive_index, position, path, _PREPARED_PREFIX))
+            return archive.objects_dir.project(path[len(_PREPARED_PREFIX):])
+    fail("archive {} has no member at position {}".format(archive_index, position))
+
+def _imports(link: DistLink, artifacts, plan: dict) -> list[Artifact]:
+    found = [link.objects[i].object for i in plan["imports"]]
+    for archive_index, position in plan["member_imports"]:
+        found.append(_member(link, artifacts, archive_index, position))
+    return found
+
+def _manifests(link: DistLink) -> list[Artifact]:
+    """The manifests an opt callback may read to find imported archive members."""
+    return [a.manifest for a in link.archives if not a.linkable.members]
+
+def _run_opt(
+        ctx: AnalysisContext,
+        toolchain: LlvmToolchainInfo,
+        link: DistLink,
+        module: Artifact,
+        index_file: Artifact,
+        out,
+        imports: list[Artifact],
+        identifier: str) -> None:
+    cmd = cmd_args(
+        dist_lto_command(toolchain.opt_python, toolchain.dist_lto_pkg, "opt", fast = True),
+        "--input",
+        module,
+        "--index",
+        index_file,
+        "--out",
+        out,
+        "--args",
+        link.link_flags_file,
+        "--",
+        toolchain.clang,
+        hidden = imports,
+    )
+    ctx.actions.run(cmd, category = "thin_lto_opt", identifier = identifier)
+
+def opt_object(ctx: AnalysisContext, toolchain: LlvmToolchainInfo, link: DistLink, index: int) -> None:
+    """Bind object `index`'s optimised object from its plan."""
+    obj = link.objects[index]
+
+    def optimize(ctx: AnalysisContext, artifacts, outputs) -> None:
+        plan = artifacts[obj.plan].read_json()
+        if not plan["is_bitcode"]:
+            # Native after all: the final link uses the object itself; bind the
+            # declared output to a copy so that it exists.
+            ctx.actions.copy_file(outputs[obj.opt], obj.object)
+            return
+        _run_opt(
+            ctx,
+            toolchain,
+            link,
+            obj.object,
+            obj.index_file,
+            outputs[obj.opt].as_output(),
+            _imports(link, artifacts, plan),
+            "{}:{}".format(index, obj.object.short_path),
+        )
+
+    ctx.actions.dynamic_output(
+        dynamic = [obj.plan] + _manifests(link),
+        outputs = [obj.opt.as_output()],
+        f = optimize,
+    )
+
+def opt_archive(ctx: AnalysisContext, toolchain: LlvmToolchainInfo, link: DistLink, index: int) -> None:
+    """Bind archive `index`'s directory of optimised members from its plan."""
+    archive = link.archives[index]
+
+    def optimize(ctx: AnalysisContext, artifacts, outputs) -> None:
+        plan = artifacts[archive.plan].read_json()
+        optimised = {}
+        for member in plan["members"]:
+            if not member["opt"]:
+                continue
+            out = ctx.actions.declare_output(
+                "dist_lto/archives/{}/opt_members/{}".format(index, member["opt_object"]),
+            )
+            _run_opt(
+                ctx,
+                toolchain,
+                link,
+                _member(link, artifacts, index, member["position"]),
+                archive.index_dir.project(member["index_file"]),
+                out.as_output(),
+                _imports(link, artifacts, member),
+                "archive {}:{}@{}".format(index, member["name"], member["position"]),
+            )
+            optimised[member["opt_object"]] = out
+        ctx.actions.symlinked_dir(outputs[archive.opt_dir], optimised)
+
+    ctx.actions.dynamic_output(
+        dynamic = [archive.plan] + _manifests(link),
+        outputs = [archive.opt_dir.as_output()],
+        f = optimize,
+    )
+

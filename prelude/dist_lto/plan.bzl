@@ -1,0 +1,119 @@
+# Phase 2: the index step and the plans, in one action (`dist-lto plan`).
+#
+# The meta file (docs/plan.md) lists the link's inputs in link order, each bitcode
+# object and prepared archive with the paths of the files the planner writes for
+# it. Every one of those files is declared here and bound by this action, so the
+# phases after it can name them before it runs. Starlark never reads the archive
+# manifests: the planner does, which is why this is a plain action and not a
+# dynamic_output.
+
+load("//cxx:link.bzl", "linkable_args")
+load("//cxx:providers.bzl", "ArchiveLinkable", "LinkGroup", "ObjectLinkable")
+load("//toolchain.bzl", "LlvmToolchainInfo", "dist_lto_command")
+load(":prepare.bzl", "prepare_archive")
+load(":types.bzl", "BitcodeObject", "PreparedArchive")
+
+# The link as the planner will see it: the meta's groups and what they number.
+CollectedLink = record(
+    groups = list,
+    objects = list[BitcodeObject],
+    archives = list[PreparedArchive],
+    static_inputs = list[Artifact],
+)
+
+def collect_link(ctx: AnalysisContext, toolchain: LlvmToolchainInfo, groups: list[LinkGroup]) -> CollectedLink:
+    """Number the bitcode objects and archives, declare their files, prepare the archives."""
+    objects = []
+    archives = []
+    static_inputs = []
+    meta_groups = []
+    for group in groups:
+        linkables = []
+        for linkable in group.linkables:
+            if isinstance(linkable, ObjectLinkable) and linkable.bitcode:
+                obj = _declare_object(ctx, linkable.object, len(objects))
+                linkables.append({
+                    "kind": "object",
+                    "index": len(objects),
+                    "path": obj.object,
+                    "index_output": obj.index_file.as_output(),
+                    "plan_output": obj.plan.as_output(),
+                    "opt_output": obj.opt.as_output(),
+                })
+                objects.append(obj)
+            elif isinstance(linkable, ArchiveLinkable) and linkable.bitcode:
+                archive = _declare_archive(ctx, toolchain, linkable, len(archives))
+                linkables.append({
+                    "kind": "archive",
+                    "index": len(archives),
+                    "manifest": archive.manifest,
+                    "plan_output": archive.plan.as_output(),
+                    "index_dir": archive.index_dir.as_output(),
+                    "opt_objects_dir": archive.opt_dir.as_output(),
+                    "whole": linkable.whole,
+                })
+                archives.append(archive)
+                static_inputs.extend(linkable.members)
+            else:
+                args = linkable_args(linkable)
+                static_inputs.extend([a for a in args if isinstance(a, Artifact)])
+                if isinstance(linkable, ArchiveLinkable):
+                    static_inputs.extend(linkable.members)
+                linkables.append({"kind": "args", "args": args})
+        if linkables:
+            meta_groups.append({"pre_flags": [], "post_flags": [], "linkables": linkables})
+    return CollectedLink(groups = meta_groups, objects = objects, archives = archives, static_inputs = static_inputs)
+
+def _declare_object(ctx: AnalysisContext, object: Artifact, index: int) -> BitcodeObject:
+    prefix = "dist_lto/objects/{}".format(index)
+    return BitcodeObject(
+        object = object,
+        index_file = ctx.actions.declare_output(prefix, object.basename + ".thinlto.bc"),
+        plan = ctx.actions.declare_output(prefix, "plan.json"),
+        opt = ctx.actions.declare_output(prefix, "opt/" + object.basename),
+    )
+
+def _declare_archive(ctx: AnalysisContext, toolchain: LlvmToolchainInfo, linkable: ArchiveLinkable, index: int) -> PreparedArchive:
+    prepared = prepare_archive(ctx, toolchain, linkable, index)
+    prefix = "dist_lto/archives/{}".format(index)
+    return PreparedArchive(
+        linkable = linkable,
+        objects_dir = prepared.objects_dir,
+        manifest = prepared.manifest,
+        plan = ctx.actions.declare_output(prefix, "plan.json"),
+        index_dir = ctx.actions.declare_output(prefix, "index", dir = True),
+        opt_dir = ctx.actions.declare_output(prefix, "opt", dir = True),
+    )
+
+def run_plan(
+        ctx: AnalysisContext,
+        toolchain: LlvmToolchainInfo,
+        link: CollectedLink,
+        driver_command,
+        link_plan: Artifact,
+        final_link_args: Artifact) -> None:
+    """Write the meta file and run `dist-lto plan` on it (category `thin_lto_plan`)."""
+    index_dir = ctx.actions.declare_output("dist_lto/index", dir = True)
+    meta = ctx.actions.write_json("dist_lto/meta.json", {
+        "version": 1,
+        "index_dir": index_dir.as_output(),
+        "link_plan_output": link_plan.as_output(),
+        "final_link_args_output": final_link_args.as_output(),
+        "groups": link.groups,
+    }, pretty = True)
+    outputs = [index_dir.as_output(), link_plan.as_output(), final_link_args.as_output()]
+    inputs = list(link.static_inputs)
+    for obj in link.objects:
+        outputs += [obj.index_file.as_output(), obj.plan.as_output()]
+        inputs.append(obj.object)
+    for archive in link.archives:
+        outputs += [archive.plan.as_output(), archive.index_dir.as_output()]
+        inputs += [archive.objects_dir, archive.manifest]
+    cmd = cmd_args(
+        dist_lto_command(toolchain.python, toolchain.dist_lto_pkg, "plan"),
+        meta,
+        "--",
+        driver_command,
+        hidden = inputs + outputs,
+    )
+    ctx.actions.run(cmd, category = "thin_lto_plan", identifier = "index")

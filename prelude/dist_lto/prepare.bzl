@@ -1,0 +1,33 @@
+# Phase 1: each archive that may hold bitcode becomes a directory of objects and a
+# manifest (`dist-lto prepare`), so the index step can see its members as files.
+
+load("//cxx:providers.bzl", "ArchiveLinkable")
+load("//toolchain.bzl", "LlvmToolchainInfo", "dist_lto_command")
+
+PreparedFiles = record(objects_dir = Artifact, manifest = Artifact)
+
+def prepare_archive(
+        ctx: AnalysisContext,
+        toolchain: LlvmToolchainInfo,
+        linkable: ArchiveLinkable,
+        index: int) -> PreparedFiles:
+    """One `thin_lto_prepare` action for archive number `index` of the link."""
+    prefix = "dist_lto/archives/{}".format(index)
+    objects_dir = ctx.actions.declare_output(prefix, "objects", dir = True)
+    manifest = ctx.actions.declare_output(prefix, "manifest.json")
+    cmd = cmd_args(
+        dist_lto_command(toolchain.python, toolchain.dist_lto_pkg, "prepare"),
+        "--archive",
+        linkable.archive,
+        "--objects-out",
+        objects_dir.as_output(),
+        "--manifest-out",
+        manifest.as_output(),
+        hidden = linkable.members,
+    )
+    ctx.actions.run(
+        cmd,
+        category = "thin_lto_prepare",
+        identifier = "{}:{}".format(index, linkable.archive.short_path),
+    )
+    return PreparedFiles(objects_dir = objects_dir, manifest = manifest)
