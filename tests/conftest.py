@@ -75,3 +75,31 @@ def lua_objects(tmp_path_factory: pytest.TempPathFactory) -> workloads.Build:
 def zstd_objects(tmp_path_factory: pytest.TempPathFactory) -> workloads.Build:
     """zstd compiled to ThinLTO bitcode plus one native assembly object (read-only)."""
     return workloads.build("zstd", tmp_path_factory.mktemp("zstd"))
+
+
+@dataclass(frozen=True)
+class ThinIndex:
+    """A program after the index step, run in `build.root` with objects spelled as in
+    `build.objects` (`obj/x.o`), so every `obj/x.o` has `obj/x.o.thinlto.bc` and
+    `obj/x.o.imports` beside it. `link_flags` are the clang-driver link flags the index
+    step used (minus the index options); read-only: copy before changing."""
+
+    build: workloads.Build
+    link_flags: list[str]
+
+    @property
+    def root(self) -> Path:
+        return self.build.root
+
+
+@pytest.fixture(scope="session")
+def lua_thin_index(tmp_path_factory: pytest.TempPathFactory, llvm: Llvm) -> ThinIndex:
+    """Lua after LLD 22's index step (`--thinlto-index-only --thinlto-emit-imports-files`)."""
+    build = workloads.build("lua", tmp_path_factory.mktemp("lua-index"))
+    link_flags = ["-flto=thin", "-fuse-ld=lld", *build.link_flags]
+    subprocess.run(
+        [llvm.clang, *link_flags, *build.objects, "-o", "lua",
+         "-Wl,--thinlto-index-only", "-Wl,--thinlto-emit-imports-files"],
+        cwd=build.root, check=True, capture_output=True,
+    )  # fmt: skip
+    return ThinIndex(build, link_flags)

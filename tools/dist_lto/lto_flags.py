@@ -320,7 +320,10 @@ def _driver_arg(arg: str, args: _Args, state: _State, linker_args: list[str]) ->
         linker_args += [part for part in arg[4:].split(",") if part]
         return
     if arg == "-Xlinker":
-        linker_args.append(args.value(arg))
+        value = args.value(arg)
+        if not value:
+            raise BadInput("empty argument after '-Xlinker'")
+        linker_args.append(value)
         return
     level = _DRIVER_OPT_LEVELS.get(arg)
     if level is not None:
@@ -373,7 +376,7 @@ def _driver_pic_flag(arg: str, state: _State) -> bool:
         state.relocatable = True
     elif arg == "-pie":
         state.driver_pie = True
-    elif arg in ("-no-pie", "-nopie"):
+    elif arg == "-no-pie":
         state.driver_pie = False
     else:
         return False
