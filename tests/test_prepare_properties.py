@@ -1,0 +1,219 @@
+"""Property tests: the name rules, the thin reader, and prepare on mutated real archives.
+
+Mutations start from archives the real llvm-ar wrote (GNU with a symbol table, long
+names and a duplicate; BSD; nested names in the name table; thin) and flip, cut,
+insert and overwrite bytes. Every run must end in success or a clean exit-2 error,
+and write nothing but the objects directory and, on success, the manifest.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from contextlib import redirect_stderr
+from pathlib import Path
+
+import pytest
+from conftest import Llvm
+from dist_lto import cli
+from dist_lto.ar_headers import read_thin_members
+from dist_lto.errors import BadInput
+from dist_lto.prepare import UnsafeName, assign_paths, directories_of, safe_path
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+NAME_CHARS = st.sampled_from(["a", "b", "o", ".", "/", "~", "2", "é", " ", "\n", "_"])
+
+
+@given(st.text(NAME_CHARS, max_size=24))
+def test_safe_path_is_relative_normalised_and_inside(name: str) -> None:
+    try:
+        path = safe_path(name)
+    except UnsafeName:
+        parts = name.split("/")
+        assert name.startswith("/") or ".." in parts or not [p for p in parts if p not in ("", ".")]
+        return
+    assert not path.startswith("/")
+    parts = path.split("/")
+    assert all(part not in ("", ".", "..") for part in parts)
+    assert parts == [part for part in name.split("/") if part not in ("", ".")]
+
+
+@given(st.text(st.characters(blacklist_characters="/\0"), min_size=1, max_size=40))
+def test_plain_names_extract_to_themselves(name: str) -> None:
+    if name in (".", ".."):
+        return
+    assert safe_path(name) == name
+
+
+COMPONENTS = st.sampled_from(["a", "b", "foo.o", "foo~2.o", "foo~3.o", "a~2", "b~2", "x"])
+PATHS = st.lists(COMPONENTS, min_size=1, max_size=3).map("/".join)
+
+
+@given(st.lists(PATHS, max_size=30))
+def test_assigned_paths_never_collide(paths: list[str]) -> None:
+    result = assign_paths(paths)
+    assert len(result) == len(paths)
+    assert len(set(result)) == len(result)
+    directories = directories_of(paths)
+    assert not set(result) & directories
+    assert directories_of(result) <= directories
+    seen: set[str] = set()
+    for original, given_path in zip(paths, result, strict=True):
+        keeps = original not in seen and original not in directories
+        assert (given_path == original) == keeps
+        if not keeps:
+            assert given_path not in paths
+            assert given_path.rpartition("/")[0] == original.rpartition("/")[0]
+        seen.add(original)
+
+
+@given(st.integers(min_value=2, max_value=400))
+def test_many_duplicates_get_consecutive_numbers(count: int) -> None:
+    result = assign_paths(["dir/foo.o"] * count)
+    assert result == ["dir/foo.o"] + [f"dir/foo~{k}.o" for k in range(2, count + 1)]
+
+
+@pytest.fixture(scope="session")
+def seeds(llvm: Llvm, tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    """Small archives written by the real llvm-ar, as bytes to mutate."""
+    root = tmp_path_factory.mktemp("seeds")
+    (root / "c").mkdir()
+    (root / "c/a.c").write_text("int a(void) { return 1; }\n")
+    (root / "c/b.c").write_text("int b(void) { return 2; }\n")
+    for name, lto in (("a", ["-flto=thin"]), ("b", [])):
+        cmd = [llvm.clang, "-O1", *lto, "-c", f"c/{name}.c", "-o", f"c/{name}.o"]
+        subprocess.run(cmd, cwd=root, check=True)
+    (root / "d/sub").mkdir(parents=True)
+    shutil.copy(root / "c/a.o", root / "d/sub/a_member_with_a_long_name.o")
+    shutil.copy(root / "c/b.o", root / "d/b.o")
+    members = ["d/sub/a_member_with_a_long_name.o", "d/b.o", "c/b.o"]
+    ar = llvm.ar
+    subprocess.run([ar, "rcs", "gnu.a", *members], cwd=root, check=True)
+    subprocess.run([ar, "rcs", "--format=bsd", "bsd.a", *members], cwd=root, check=True)
+    subprocess.run([ar, "rcT", "nested-thin.a", *members], cwd=root, check=True)
+    subprocess.run([ar, "qcL", "nested.a", "nested-thin.a"], cwd=root, check=True)
+    absolute = [str(root / m) for m in members]
+    subprocess.run([ar, "rcsT", "thin.a", *absolute], cwd=root, check=True)
+    return {name: (root / f"{name}.a").read_bytes() for name in ("gnu", "bsd", "nested", "thin")}
+
+
+TOKENS = st.sampled_from(
+    [b"/", b"//", b"..", b"../", b"`\n", b"#1/", b"#1/99", b"9999999", b" ", b"\n", b"\0",
+     b"/0", b"/9", b"120777", b"20644", b"\xff", b"!<thin>\n", b"!<arch>\n"]
+)
+
+
+@st.composite
+def mutations(draw: st.DrawFn, data: bytes) -> bytes:
+    out = bytearray(data)
+    for _ in range(draw(st.integers(1, 4))):
+        kind = draw(st.sampled_from(["flip", "cut", "insert", "overwrite"]))
+        last = max(len(out) - 1, 0)
+        start = 0 if draw(st.integers(0, 9)) == 0 else min(8, last)  # rarely the magic
+        at = draw(st.integers(start, last))
+        if kind == "flip" and out:
+            out[at] ^= 1 << draw(st.integers(0, 7))
+        elif kind == "cut":
+            del out[at:]
+        elif kind == "insert":
+            out[at:at] = draw(st.binary(min_size=1, max_size=8))
+        else:
+            token = draw(TOKENS)
+            out[at : at + len(token)] = token
+    return bytes(out)
+
+
+def check_one_run(data: bytes) -> None:
+    """Prepare `data` in a fresh directory; assert the outcome is clean either way."""
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        (root / "in").mkdir()
+        archive = root / "in/lib.a"
+        archive.write_bytes(data)
+        stderr = io.StringIO()
+        args = ["prepare", "--archive", str(archive), "--objects-out", str(root / "out/objects"),
+                "--manifest-out", str(root / "out/manifest.json")]
+        with redirect_stderr(stderr):
+            status = cli.main(args)
+        written = {str(p.relative_to(root)) for p in root.rglob("*")} - {"in", "in/lib.a"}
+        if status == 2:
+            message = stderr.getvalue()
+            assert message.count("\n") == 1 and "Traceback" not in message, message
+            assert message.startswith(f"dist-lto prepare: error: {archive}: "), message
+            assert written == set(), written
+            return
+        assert status == 0, stderr.getvalue()
+        assert stderr.getvalue() == ""
+        manifest = json.loads((root / "out/manifest.json").read_text())
+        objects = {
+            os.path.normpath(f"out/{m['path']}")
+            for m in manifest["members"]
+            if not manifest["thin"]
+        }
+        extracted = {p for p in written if (root / p).is_file()} - {"out/manifest.json"}
+        assert extracted == objects
+        for p in written:
+            assert p in ("out", "out/manifest.json") or p.startswith("out/objects"), p
+        if not manifest["thin"]:
+            for member in manifest["members"]:
+                assert (root / "out" / member["path"]).stat().st_size == member["size"]
+
+
+@pytest.mark.parametrize("seed", ["gnu", "bsd", "nested", "thin"])
+def test_unmutated_seeds_prepare_cleanly(seeds: dict[str, bytes], seed: str) -> None:
+    check_one_run(seeds[seed])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_mutated_archives_succeed_or_fail_cleanly(
+    seeds: dict[str, bytes], data: st.DataObject
+) -> None:
+    seed = data.draw(st.sampled_from(sorted(seeds)))
+    check_one_run(data.draw(mutations(seeds[seed])))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=300))
+def test_thin_reader_accepts_or_rejects_any_bytes(tail: bytes) -> None:
+    try:
+        members = read_thin_members(b"!<thin>\n" + tail, "t.a")
+    except BadInput as err:
+        assert err.message.startswith("t.a: ") and "\n" not in err.message
+        return
+    for member in members:
+        assert member.name and member.size >= 0
+
+
+BASENAMES = st.sampled_from(
+    ["foo.o", "foo~2.o", "foo~3.o", "foo_1.o", "bar.o", "a_rather_long_member_name.o", "x"]
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(names=st.lists(BASENAMES, min_size=1, max_size=12), fmt=st.sampled_from(["gnu", "bsd"]))
+def test_any_member_names_round_trip_through_llvm_ar(
+    llvm: Llvm, names: list[str], fmt: str
+) -> None:
+    """Whatever names llvm-ar stores, every member comes out once, intact, in order."""
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        files = []
+        for i, name in enumerate(names):
+            (root / f"src{i}").mkdir()
+            (root / f"src{i}" / name).write_bytes(b"member %d\n" % i)
+            files.append(f"src{i}/{name}")
+        subprocess.run([llvm.ar, "rc", f"--format={fmt}", "lib.a", *files], cwd=root, check=True)
+        status = cli.main(["prepare", "--archive", str(root / "lib.a"), "--objects-out",
+                           str(root / "objects"), "--manifest-out", str(root / "m.json")])
+        assert status == 0
+        manifest = json.loads((root / "m.json").read_text())
+        assert [m["name"] for m in manifest["members"]] == names
+        for i, member in enumerate(manifest["members"]):
+            assert (root / member["path"]).read_bytes() == b"member %d\n" % i
+        assert sum(1 for p in (root / "objects").rglob("*")) == len(names)
