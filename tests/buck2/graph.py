@@ -184,13 +184,6 @@ class Graph:
             raise GraphError(
                 f"{unit.target}: action `{category}` has no outputs (every action needs one)"
             )
-        name = (unit.target, category, identifier)
-        if name in self._names and kind != "dynamic":
-            raise GraphError(
-                f"{unit.target}: two actions with category `{category}`"
-                f" and identifier `{identifier}`"
-                " (Buck2 requires the pair to be unique within a target)"
-            )
         for ref in outputs:
             self._check_bindable(unit, ref)
         for key in inputs:
@@ -200,6 +193,13 @@ class Graph:
                     f"{unit.target}: `{decl.short_path}` is used as an input"
                     " before an action binds it"
                 )
+        name = (unit.target, category, identifier)
+        if name in self._names and kind != "dynamic":
+            raise GraphError(
+                f"{unit.target}: two actions with category `{category}`"
+                f" and identifier `{identifier}`"
+                " (Buck2 requires the pair to be unique within a target)"
+            )
         node: Action | Dynamic
         if kind == "dynamic":
             node = Dynamic(
