@@ -1,0 +1,568 @@
+"""`dist-lto opt` with real clang/LLD 22 on real programs.
+
+The reference for "correct" is LLD's in-process ThinLTO: `--save-temps=prelink`
+keeps the native object it generated for each module, and every function that
+`dist-lto opt` generates must be byte-identical to it (code and relocations).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import workloads
+from conftest import REPO, Llvm, ThinIndex
+from dist_lto.toolchain import tool
+
+OPT = [sys.executable, "-S", "-E", str(REPO / "tools" / "dist_lto" / "__main__.py"), "opt"]
+
+# ---------------------------------------------------------------------------------
+# Comparing functions between objects
+
+
+def _word(data: bytes, offset: int, size: int) -> int:
+    return int.from_bytes(data[offset : offset + size], "little")
+
+
+Reloc = tuple[int, int, str, int]
+
+
+def functions(path: Path) -> dict[str, tuple[bytes, list[Reloc]]]:
+    """Every defined function of an ELF64 object: its bytes and its relocations (offset
+    in the function, type, target symbol or section, addend)."""
+    data = path.read_bytes()
+    shoff, shentsize, shnum, shstrndx = (
+        _word(data, 0x28, 8),
+        _word(data, 0x3A, 2),
+        _word(data, 0x3C, 2),
+        _word(data, 0x3E, 2),
+    )
+    sections = []
+    for i in range(shnum):
+        base = shoff + i * shentsize
+        sections.append(
+            tuple(
+                _word(data, base + o, s)
+                for o, s in ((0, 4), (4, 4), (0x18, 8), (0x20, 8), (0x28, 4), (0x2C, 4))
+            )
+        )
+
+    def string(table: int, offset: int) -> str:
+        start = sections[table][2] + offset
+        return data[start : data.index(b"\0", start)].decode()
+
+    names = [string(shstrndx, s[0]) for s in sections]
+    symtab = next(i for i, s in enumerate(sections) if s[1] == 2)  # SHT_SYMTAB
+    _, _, sym_off, sym_size, strtab, _ = sections[symtab]
+    symbols = []
+    for j in range(sym_size // 24):
+        base = sym_off + j * 24
+        name, info, shndx = _word(data, base, 4), data[base + 4], _word(data, base + 6, 2)
+        value, size = _word(data, base + 8, 8), _word(data, base + 16, 8)
+        symbols.append((string(strtab, name), info & 0xF, shndx, value, size))
+    relocs: dict[int, list[tuple[int, int, int, int]]] = {}
+    for s in sections:
+        if s[1] == 4:  # SHT_RELA
+            relocs[s[5]] = [
+                (
+                    _word(data, s[2] + k * 24, 8),
+                    _word(data, s[2] + k * 24 + 8, 8),
+                    _word(data, s[2] + k * 24 + 12, 4),
+                    _word(data, s[2] + k * 24 + 16, 8),
+                )
+                for k in range(s[3] // 24)
+            ]
+    result = {}
+    for name, kind, shndx, value, size in symbols:
+        if kind != 2 or shndx == 0 or shndx >= 0xFF00:  # STT_FUNC, defined
+            continue
+        section = sections[shndx]
+        code = data[section[2] + value : section[2] + value + size]
+        fixups = []
+        for offset, info, sym, addend in relocs.get(shndx, []):
+            if value <= offset < value + size:
+                target = symbols[sym]
+                target_name = target[0] or names[target[2]]
+                fixups.append((offset - value, info & 0xFFFFFFFF, target_name, addend))
+        result[name] = (code, sorted(fixups))
+    return result
+
+
+def compare(reference: Path, ours: Path) -> tuple[int, list[str]]:
+    """(identical functions, names that differ or are missing on either side)."""
+    ref, mine = functions(reference), functions(ours)
+    same = {name for name in ref if mine.get(name) == ref[name]}
+    return len(same), sorted((set(ref) | set(mine)) - same)
+
+
+# ---------------------------------------------------------------------------------
+# Lua, distributed with dist-lto opt vs in-process
+
+
+@dataclass(frozen=True)
+class Distributed:
+    build: workloads.Build
+    link_flags_file: Path
+    reference: str
+    """Output name of the in-process link; its objects are obj/<reference>.lto.<stem>.o."""
+    opt_objects: dict[str, Path]
+
+
+def run_opt(root: Path, module: str, out: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            *OPT,
+            "--input",
+            module,
+            "--index",
+            f"{module}.thinlto.bc",
+            "--out",
+            str(out),
+            *options,
+            "--",
+            tool_clang(),
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
+
+
+def tool_clang() -> str:
+    return tool("clang")
+
+
+def index_and_reference(
+    llvm: Llvm, build: workloads.Build, link_flags: list[str], ref: str
+) -> None:
+    """The index step and the in-process reference link, with the same link flags."""
+    objects = build.objects
+    subprocess.run(
+        [
+            llvm.clang,
+            *link_flags,
+            *objects,
+            "-o",
+            "index-only",
+            "-Wl,--thinlto-index-only",
+            "-Wl,--thinlto-emit-imports-files",
+        ],
+        cwd=build.root,
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        [llvm.clang, *link_flags, *objects, "-o", ref, "-Wl,--save-temps=prelink"],
+        cwd=build.root,
+        check=True,
+        capture_output=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def lua_distributed(tmp_path_factory: pytest.TempPathFactory, llvm: Llvm) -> Distributed:
+    """Lua's every module through `dist-lto opt`, beside LLD's in-process ThinLTO.
+
+    The link names no optimisation level, so both sides use LLD's default: a wrong
+    default in `opt` shows up as different code.
+    """
+    build = workloads.build("lua", tmp_path_factory.mktemp("lua-dist"))
+    link_flags = ["-flto=thin", "-fuse-ld=lld", *build.link_flags]
+    index_and_reference(llvm, build, link_flags, "lua-inprocess")
+    args = build.root / "link.args"
+    args.write_text("".join(f"{flag}\n" for flag in link_flags))
+    out_dir = build.root / "opt"
+
+    def one(module: str) -> tuple[str, Path]:
+        out = out_dir / f"{module}.native.o"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        result = run_opt(build.root, module, out, "--args", str(args))
+        assert result.returncode == 0, result.stderr
+        return module, out
+
+    with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 2) as pool:
+        opt_objects = dict(pool.map(one, build.objects))
+    return Distributed(build, args, "lua-inprocess", opt_objects)
+
+
+def reference_object(d: Distributed, module: str) -> Path:
+    stem = Path(module).stem
+    return d.build.root / Path(module).parent / f"{d.reference}.lto.{stem}.o"
+
+
+def disassembly(exe: Path) -> dict[str, list[str]]:
+    """Each function of a linked program as disassembly lines; a call into the PLT is
+    named by its target only (PLT slots are numbered in the order the link met them)."""
+    text = subprocess.run(
+        [tool("llvm-objdump"), "-d", "--no-show-raw-insn", "--section=.text", str(exe)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    result: dict[str, list[str]] = {}
+    lines: list[str] = []
+    for line in text.splitlines():
+        start = re.match(r"^[0-9a-f]+ <(.+)>:$", line)
+        if start:
+            lines = result.setdefault(start.group(1), [])
+        elif line.strip():
+            lines.append(re.sub(r"0x[0-9a-f]+ <([^>]+@plt)>", r"<\1>", line))
+    return result
+
+
+@pytest.fixture(scope="module")
+def lua_linked(llvm: Llvm, lua_distributed: Distributed) -> Path:
+    """The final link of the `dist-lto opt` objects, in the link's order."""
+    d = lua_distributed
+    exe = d.build.root / "lua-distributed"
+    subprocess.run(
+        [llvm.clang, "-fuse-ld=lld", *map(str, d.opt_objects.values()), "-o", str(exe),
+         *d.build.link_flags],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    return exe
+
+
+def test_distributed_lua_links_and_runs(lua_linked: Path) -> None:
+    workloads.check_binary("lua", lua_linked)
+
+
+def test_linked_code_equals_in_process_thinlto(
+    lua_distributed: Distributed, lua_linked: Path
+) -> None:
+    reference = disassembly(lua_distributed.build.root / lua_distributed.reference)
+    ours = disassembly(lua_linked)
+    assert sorted(ours) == sorted(reference)
+    differing = sorted(name for name in reference if ours[name] != reference[name])
+    assert differing == []
+    lua_functions = set().union(*(functions(o) for o in lua_distributed.opt_objects.values()))
+    assert len(lua_functions) > 600  # Lua 5.4 has 639 functions after ThinLTO
+    assert lua_functions <= set(reference)
+
+
+def test_object_code_equals_in_process_thinlto(lua_distributed: Distributed) -> None:
+    # Before linking, one function differs: luaL_openlibs takes the addresses of the
+    # luaopen_* functions of other modules. In-process LTO knows they are local to the
+    # link and uses `lea`; the individual index does not say so, and the backend loads
+    # them from the GOT, a relocation the linker relaxes back into the same `lea`.
+    total = identical = 0
+    differing: dict[str, list[str]] = {}
+    for module, ours in lua_distributed.opt_objects.items():
+        reference = reference_object(lua_distributed, module)
+        same, diff = compare(reference, ours)
+        identical += same
+        total += len(functions(reference))
+        if diff:
+            differing[module] = diff
+    assert differing == {"obj/linit.o": ["luaL_openlibs"]}
+    assert identical == total - 1
+
+
+def test_without_lld_defaults_the_code_differs(
+    lua_distributed: Distributed, tmp_path: Path
+) -> None:
+    # The default flags are what make the code identical; without them most of it differs.
+    d = lua_distributed
+    identical = total = 0
+    for module in ("obj/lvm.o", "obj/lstrlib.o", "obj/lapi.o"):
+        out = tmp_path / Path(module).name
+        result = run_opt(
+            d.build.root, module, out, "--args", str(d.link_flags_file), "--no-lld-defaults"
+        )
+        assert result.returncode == 0, result.stderr
+        same, _ = compare(reference_object(d, module), out)
+        identical += same
+        total += len(functions(reference_object(d, module)))
+    assert identical < total
+
+
+def test_o3_non_pie_link_also_equals_in_process(
+    llvm: Llvm, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # A non-PIC link needs -fno-pic: clang's default (PIE) would generate different code.
+    build = workloads.build("lua", tmp_path_factory.mktemp("lua-nopie"))
+    link_flags = [
+        "-O3",
+        "-no-pie",
+        "-flto=thin",
+        "-fuse-ld=lld",
+        "-Wl,--gc-sections",
+        *build.link_flags,
+    ]
+    index_and_reference(llvm, build, link_flags, "lua-o3")
+    args = build.root / "link.args"
+    args.write_text("\n".join(link_flags))
+    d = Distributed(build, args, "lua-o3", {})
+    for module in ("obj/lvm.o", "obj/lua.o", "obj/lstrlib.o"):
+        out = build.root / f"{module}.native.o"
+        result = run_opt(build.root, module, out, "--args", str(args))
+        assert result.returncode == 0, result.stderr
+        assert (
+            "-O3"
+            in run_opt(
+                build.root, module, out, "--args", str(args), "--print-command"
+            ).stdout.split()
+        )
+        same, diff = compare(reference_object(d, module), out)
+        assert diff == [], module
+        assert same == len(functions(reference_object(d, module)))
+
+
+# ---------------------------------------------------------------------------------
+# Strictness with the real compiler
+
+
+def clang_alone(root: Path, module: str, index: str, out: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [tool_clang(), "-c", "-x", "ir", module, f"-fthinlto-index={index}", "-O2", "-o", str(out)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
+
+
+@pytest.mark.parametrize("spelling", ["./obj/lua.o", "ABSOLUTE"])
+def test_input_spelled_differently_from_the_index_step_fails_before_clang(
+    lua_thin_index: ThinIndex, tmp_path: Path, spelling: str
+) -> None:
+    root = lua_thin_index.root
+    module = str(root / "obj/lua.o") if spelling == "ABSOLUTE" else spelling
+    # What clang alone does with that spelling: exit 0, an object without code.
+    alone = clang_alone(root, module, "obj/lua.o.thinlto.bc", tmp_path / "alone.o")
+    assert alone.returncode == 0
+    assert functions(tmp_path / "alone.o") == {}
+    result = subprocess.run(
+        [
+            *OPT,
+            "--input",
+            module,
+            "--index",
+            "obj/lua.o.thinlto.bc",
+            "--out",
+            str(tmp_path / "lua.opt.o"),
+            "--",
+            tool_clang(),
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2
+    assert "it has 'obj/lua.o': spell the input exactly as the index step saw it" in result.stderr
+    assert not (tmp_path / "lua.opt.o").exists()
+
+
+def test_missing_imported_module_fails_with_clangs_message(
+    lua_thin_index: ThinIndex, tmp_path: Path
+) -> None:
+    (tmp_path / "obj").mkdir()
+    for name in ("lua.o", "lua.o.thinlto.bc"):
+        shutil.copy(lua_thin_index.root / "obj" / name, tmp_path / "obj" / name)
+    alone = clang_alone(tmp_path, "obj/lua.o", "obj/lua.o.thinlto.bc", tmp_path / "alone.o")
+    assert alone.returncode == 0  # clang alone: exit 0, 0-byte object
+    assert (tmp_path / "alone.o").stat().st_size == 0
+    result = run_opt(tmp_path, "obj/lua.o", tmp_path / "lua.opt.o")
+    assert result.returncode == 1
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("dist-lto opt: error: obj/lua.o: ")
+    assert "exited 0 but its output is empty (0 bytes)" in lines[0]
+    assert "Error loading imported file" in result.stderr
+    assert not (tmp_path / "lua.opt.o").exists()
+
+
+def test_real_backend_error_passes_clangs_status(lua_thin_index: ThinIndex, tmp_path: Path) -> None:
+    (tmp_path / "obj").mkdir()
+    bitcode = (lua_thin_index.root / "obj/lua.o").read_bytes()
+    (tmp_path / "obj/lua.o").write_bytes(bitcode[: len(bitcode) // 2])  # corrupt bitcode
+    shutil.copy(lua_thin_index.root / "obj/lua.o.thinlto.bc", tmp_path / "obj/lua.o.thinlto.bc")
+    result = run_opt(tmp_path, "obj/lua.o", tmp_path / "lua.opt.o")
+    assert result.returncode == 1
+    assert "obj/lua.o: " in result.stderr.splitlines()[0]
+    assert "clang exited with status 1" in result.stderr.splitlines()[0]
+    assert "error:" in result.stderr
+    assert not (tmp_path / "lua.opt.o").exists()
+
+
+def test_empty_index_is_rejected(lua_thin_index: ThinIndex, tmp_path: Path) -> None:
+    empty = tmp_path / "empty.thinlto.bc"
+    empty.write_bytes(b"")
+    result = subprocess.run(
+        [
+            *OPT,
+            "--input",
+            "obj/lua.o",
+            "--index",
+            str(empty),
+            "--out",
+            str(tmp_path / "o.o"),
+            "--",
+            tool_clang(),
+        ],
+        cwd=lua_thin_index.root,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2
+    assert "ThinLTO index is empty (0 bytes)" in result.stderr
+
+
+@pytest.fixture(scope="module")
+def small_program(tmp_path_factory: pytest.TempPathFactory, llvm: Llvm) -> Path:
+    """main.c and lib.c with debug info, plus a lazy member never pulled in, indexed."""
+    root = tmp_path_factory.mktemp("small")
+    (root / "main.c").write_text("int lib(int);\nint main(int c, char **v) { return lib(c); }\n")
+    (root / "lib.c").write_text("int lib(int x) { return x * 7 + 1; }\n")
+    (root / "unused.c").write_text("int never_called(int x) { return x - 1; }\n")
+    (root / "native.c").write_text("int native(int x) { return x; }\n")
+    for name in ("main", "lib", "unused"):
+        subprocess.run(
+            [llvm.clang, "-O2", "-g", "-flto=thin", "-c", f"{name}.c", "-o", f"{name}.o"],
+            cwd=root,
+            check=True,
+        )
+    subprocess.run([llvm.clang, "-O2", "-c", "native.c", "-o", "native.o"], cwd=root, check=True)
+    subprocess.run(
+        [
+            llvm.clang,
+            "-flto=thin",
+            "-fuse-ld=lld",
+            "main.o",
+            "lib.o",
+            "-Wl,--start-lib",
+            "unused.o",
+            "-Wl,--end-lib",
+            "-o",
+            "prog",
+            "-Wl,--thinlto-index-only",
+            "-Wl,--thinlto-emit-imports-files",
+        ],
+        cwd=root,
+        check=True,
+    )
+    return root
+
+
+def test_lazy_member_the_index_step_skipped_is_accepted(
+    small_program: Path, tmp_path: Path
+) -> None:
+    result = run_opt(small_program, "unused.o", tmp_path / "unused.opt.o")
+    assert result.returncode == 0, result.stderr
+    assert functions(tmp_path / "unused.opt.o") == {}
+
+
+def test_non_bitcode_object_passes_through_without_running_clang(
+    small_program: Path, tmp_path: Path
+) -> None:
+    out, dwo = tmp_path / "native.opt.o", tmp_path / "native.opt.dwo"
+    result = subprocess.run(
+        [
+            *OPT,
+            "--input",
+            "native.o",
+            "--index",
+            "native.o.thinlto.bc",
+            "--out",
+            str(out),
+            "--dwo",
+            str(dwo),
+            "--",
+            str(tmp_path / "clang-that-does-not-exist"),
+        ],
+        cwd=small_program,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    assert out.read_bytes() == (small_program / "native.o").read_bytes()
+    assert dwo.read_bytes() == b""
+
+
+def test_input_neither_bitcode_nor_elf_is_bad_input(small_program: Path, tmp_path: Path) -> None:
+    result = run_opt(small_program, "main.c", tmp_path / "x.o")
+    assert result.returncode == 2
+    assert "main.c: not LLVM bitcode, and not an ELF object either" in result.stderr
+    assert not (tmp_path / "x.o").exists()
+
+
+def test_split_dwarf_writes_the_dwo_the_object_names(small_program: Path, tmp_path: Path) -> None:
+    for name in ("lib.o", "lib.o.thinlto.bc"):
+        shutil.copy(small_program / name, tmp_path / name)
+    (tmp_path / "out").mkdir()
+    result = subprocess.run(
+        [
+            *OPT,
+            "--input",
+            "lib.o",
+            "--index",
+            "lib.o.thinlto.bc",
+            "--out",
+            "out/lib.opt.o",
+            "--dwo",
+            "out/lib.opt.dwo",
+            "--",
+            tool_clang(),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["lib.opt.dwo", "lib.opt.o"]
+    assert (tmp_path / "out/lib.opt.dwo").stat().st_size > 0
+    dump = subprocess.run(
+        [tool("llvm-dwarfdump"), "--debug-info", "out/lib.opt.o"],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert 'DW_AT_dwo_name\t("out/lib.opt.dwo")' in dump
+    dwo_dump = subprocess.run(
+        [tool("llvm-dwarfdump"), "--debug-info", "out/lib.opt.dwo"],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert '"lib"' in dwo_dump  # the function's debug information went to the .dwo
+
+
+def test_split_dwarf_in_the_link_flags_needs_dwo(small_program: Path, tmp_path: Path) -> None:
+    args = tmp_path / "link.args"
+    args.write_text("-flto=thin\n-gsplit-dwarf\n-g\n")
+    result = run_opt(small_program, "lib.o", tmp_path / "lib.opt.o", "--args", str(args))
+    assert result.returncode == 2
+    assert "the link asks for split DWARF" in result.stderr
+
+
+def test_print_command_runs_nothing_and_is_the_exact_command(
+    small_program: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "lib.opt.o"
+    printed = run_opt(small_program, "lib.o", out, "--print-command")
+    assert printed.returncode == 0, printed.stderr
+    assert not out.exists()
+    command = shlex.split(printed.stdout)
+    assert command[:6] == [
+        tool_clang(),
+        "-c",
+        "-x",
+        "ir",
+        "lib.o",
+        "-fthinlto-index=lib.o.thinlto.bc",
+    ]
+    assert command[-2:] == ["-o", str(out)]
+    subprocess.run(command, cwd=small_program, check=True)
+    by_hand = out.read_bytes()
+    out.unlink()
+    assert run_opt(small_program, "lib.o", out).returncode == 0
+    assert out.read_bytes() == by_hand
