@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Llvm, run_cli
-from dist_lto import cli
+from dist_lto import cli, jsonio
 from dist_lto.archive import RegularArchive
 
 ELF_HEAD = b"\x7fELF\x02\x01\x01\x00" + b"\x00" * 24
@@ -323,3 +323,36 @@ def test_symlinks_planted_in_the_objects_directory_are_never_followed(tmp_path: 
     assert status == 2
     assert "objects directory is not empty" in stderr
     assert list((tmp_path / "outside").iterdir()) == []
+
+
+def test_unwritable_manifest_location_fails_before_extracting(tmp_path: Path) -> None:
+    archive = tmp_path / "lib.a"
+    archive.write_bytes(gnu_archive([(b"a.o", ELF_HEAD)]))
+    (tmp_path / "not-a-dir").write_text("a file where the manifest's directory should be\n")
+    result = run_cli(["prepare", "--archive", "lib.a", "--objects-out", "objects",
+                      "--manifest-out", "not-a-dir/m.json"], cwd=tmp_path)
+    assert result.returncode == 1
+    message = "dist-lto prepare: error: not-a-dir/m.json: cannot write: Not a directory\n"
+    assert result.stderr == message
+    assert files_under(tmp_path) == {"lib.a", "not-a-dir"}
+
+
+def test_failing_manifest_write_removes_the_extracted_objects(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk fills up after extraction, while the manifest is written."""
+    archive = tmp_path / "lib.a"
+    archive.write_bytes(gnu_archive([(b"sub/a.o", ELF_HEAD), (b"b.o", BITCODE_HEAD)]))
+
+    def full_disk(value: object) -> bytes:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(jsonio, "dumps", full_disk)
+    stderr = io.StringIO()
+    with redirect_stderr(stderr):
+        status = cli.main(["prepare", "--archive", str(archive), "--objects-out",
+                           str(tmp_path / "out/objects"), "--manifest-out",
+                           str(tmp_path / "out/m.json")])
+    assert status == 1
+    assert stderr.getvalue().endswith("m.json: cannot write: No space left on device\n")
+    assert files_under(tmp_path) == {"lib.a"}

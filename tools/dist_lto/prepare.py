@@ -18,10 +18,10 @@ import argparse
 import contextlib
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from dist_lto import jsonio
+from dist_lto import fsutil, jsonio
 from dist_lto.ar_headers import ARCH_MAGIC, THIN_MAGIC, read_thin_members
 from dist_lto.errors import BadInput, DistLtoError
 
@@ -212,8 +212,8 @@ def _member_error(archive: str, name: str, position: int, problem: str) -> BadIn
     return BadInput(f"{archive}: member {name!r} (position {position}): {problem}")
 
 
-def prepare_regular(archive_path: str, outputs: Outputs) -> list[Entry]:
-    """Extract every member of a regular archive; return the manifest entries."""
+def prepare_regular(archive_path: str, outputs: Outputs, made: Created) -> list[Entry]:
+    """Extract every member of a regular archive into the (existing, empty) objects directory."""
     from dist_lto.archive import RegularArchive
 
     with RegularArchive(archive_path) as archive:
@@ -232,7 +232,7 @@ def prepare_regular(archive_path: str, outputs: Outputs) -> list[Entry]:
                 raise _member_error(archive_path, name, position, f"name {err}") from None
             names.append(name)
         paths = assign_paths(safe)
-        _extract(archive, paths, outputs.objects_dir)
+        _extract(archive, paths, outputs.objects_dir, made)
     prefix = "" if outputs.objects_from_manifest == "." else outputs.objects_from_manifest + "/"
     # Dict displays: calling the TypedDict costs more than the rest of the row.
     entries: list[Entry] = [
@@ -241,57 +241,67 @@ def prepare_regular(archive_path: str, outputs: Outputs) -> list[Entry]:
             "position": position,
             "path": prefix + path,
             "size": member.size,
-            "bitcode": member.head in BITCODE_MAGICS,
+            "bitcode": is_bitcode(member.head),
         }
         for position, (name, path, member) in enumerate(zip(names, paths, members, strict=True))
     ]
     return entries
 
 
-def _extract(archive: RegularArchive, paths: list[str], objects_dir: str) -> None:
-    """Write each member to its path under `objects_dir`; on failure remove what was written."""
-    created_root = not os.path.lexists(objects_dir)
-    try:
-        os.makedirs(objects_dir, exist_ok=True)
-        root = os.open(objects_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as err:
-        raise DistLtoError(f"{objects_dir}: cannot create: {err.strerror}") from None
+@dataclass
+class Created:
+    """What this run created, in order, so a failure at any later point can remove it."""
+
+    directories: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+
+    def remove(self) -> None:
+        """Best effort: files first, then directories, deepest first."""
+        for path in reversed(self.files):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        for path in reversed(self.directories):
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
+
+
+def _make_directories(path: str, made: Created) -> None:
+    """`os.makedirs(path)`, recording each directory it creates."""
+    missing: list[str] = []
+    while path and not os.path.lexists(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory)
+        except FileExistsError:
+            continue
+        made.directories.append(directory)
+
+
+def _extract(archive: RegularArchive, paths: list[str], objects_dir: str, made: Created) -> None:
+    """Write each member to its path under `objects_dir`, recording what was created."""
     directories = sorted(directories_of(paths), key=lambda d: (d.count("/"), d))
-    made: list[str] = []
+    root = os.open(objects_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     current = ""
     try:
         for current in directories:
             os.mkdir(current, 0o777, dir_fd=root)
-            made.append(current)
+            made.directories.append(os.path.join(objects_dir, current))
         copy_to = archive.copy_to
+        files = made.files
         for member, current in zip(archive.members, paths, strict=True):
             fd = os.open(current, _CREATE, 0o644, dir_fd=root)
-            made.append(current)
+            files.append(os.path.join(objects_dir, current))
             try:
                 copy_to(member, fd)
             finally:
                 os.close(fd)
-    except BaseException as err:
-        _remove(root, made, len(directories))
+    except OSError as err:
+        where = os.path.join(objects_dir, current)
+        raise DistLtoError(f"{where}: cannot write: {err.strerror}") from None
+    finally:
         os.close(root)
-        if created_root:
-            with contextlib.suppress(OSError):
-                os.rmdir(objects_dir)
-        if isinstance(err, OSError):
-            where = os.path.join(objects_dir, current)
-            raise DistLtoError(f"{where}: cannot write: {err.strerror}") from None
-        raise
-    os.close(root)
-
-
-def _remove(root: int, made: list[str], directory_count: int) -> None:
-    """Best-effort removal of what `_extract` created: files, then deepest directories first."""
-    for path in reversed(made[directory_count:]):
-        with contextlib.suppress(OSError):
-            os.unlink(path, dir_fd=root)
-    for path in reversed(made[:directory_count]):
-        with contextlib.suppress(OSError):
-            os.rmdir(path, dir_fd=root)
 
 
 def prepare_thin(archive_path: str, data: bytes, outputs: Outputs) -> list[Entry]:
@@ -326,10 +336,9 @@ def prepare_thin(archive_path: str, data: bytes, outputs: Outputs) -> list[Entry
                 "position": position,
                 "path": os.path.relpath(lexical, manifest_dir),
                 "size": info.st_size,
-                "bitcode": head in BITCODE_MAGICS,
+                "bitcode": is_bitcode(head),
             }
         )
-    os.makedirs(outputs.objects_dir, exist_ok=True)
     return entries
 
 
@@ -373,30 +382,37 @@ def _read_all(path: str) -> bytes:
 
 
 def prepare(archive_path: str, objects_dir: str, manifest: str) -> dict[str, Any]:
-    """Do the whole job; return the manifest document that was written."""
+    """Do the whole job; return the manifest document that was written.
+
+    The manifest's temporary file is opened before anything is extracted, so an
+    unwritable manifest location fails first; any failure removes every file and
+    directory this run created, and the manifest appears only on success.
+    """
     outputs = check_outputs(objects_dir, manifest)
     magic = _read_magic(archive_path)
-    if magic == THIN_MAGIC:
-        thin = True
-        entries = prepare_thin(archive_path, _read_all(archive_path), outputs)
-    elif magic == ARCH_MAGIC:
-        thin = False
-        entries = prepare_regular(archive_path, outputs)
-    else:
+    if magic not in (THIN_MAGIC, ARCH_MAGIC):
         raise BadInput(f"{archive_path}: not an ar archive")
-    document = {
-        "version": MANIFEST_VERSION,
-        "archive": os.path.basename(archive_path),
-        "thin": thin,
-        "members": entries,
-    }
-    parent = os.path.dirname(manifest)
+    made = Created()
     try:
-        if parent:
-            os.makedirs(parent, exist_ok=True)
-        jsonio.write_json(manifest, document)
-    except OSError as err:
-        raise DistLtoError(f"{manifest}: cannot write: {err.strerror}") from None
+        _make_directories(os.path.dirname(manifest), made)
+        _make_directories(objects_dir, made)
+        with fsutil.atomic_output(manifest) as temporary, open(temporary, "wb") as out:
+            if magic == THIN_MAGIC:
+                entries = prepare_thin(archive_path, _read_all(archive_path), outputs)
+            else:
+                entries = prepare_regular(archive_path, outputs, made)
+            document = {
+                "version": MANIFEST_VERSION,
+                "archive": os.path.basename(archive_path),
+                "thin": magic == THIN_MAGIC,
+                "members": entries,
+            }
+            out.write(jsonio.dumps(document))
+    except BaseException as err:
+        made.remove()
+        if isinstance(err, OSError):
+            raise DistLtoError(f"{manifest}: cannot write: {err.strerror}") from None
+        raise
     return document
 
 
