@@ -30,7 +30,7 @@ def fake_clang(tmp_path: Path, body: str) -> str:
     script.write_text(
         "#!/bin/sh\n"
         'out=""; dwo=""\n'
-        'while [ $# -gt 0 ]; do\n'
+        "while [ $# -gt 0 ]; do\n"
         '  case "$1" in -o) out="$2";; -split-dwarf-output) dwo="$3";; esac\n'
         "  shift\n"
         "done\n" + body + "\n"
