@@ -356,3 +356,11 @@ def test_failing_manifest_write_removes_the_extracted_objects(
     assert status == 1
     assert stderr.getvalue().endswith("m.json: cannot write: No space left on device\n")
     assert files_under(tmp_path) == {"lib.a"}
+
+
+def test_a_member_shorter_than_a_magic_is_never_bitcode(tmp_path: Path) -> None:
+    """Its data is followed by the next header, which must not be read as its magic."""
+    archive = tmp_path / "lib.a"
+    archive.write_bytes(b"!<arch>\n" + ar_member(b"BC/", b"BC") + ar_member(b"\xc0\xde.o/", b"x"))
+    with RegularArchive(str(archive)) as opened:
+        assert [m.head for m in opened.members] == [b"BC", b"x"]

@@ -45,6 +45,8 @@ from libarchive import ffi
 ffi.logger.addHandler(logging.NullHandler())
 ffi.logger.propagate = False
 
+# Where the current header starts; libarchive-c does not declare it, so declare it
+# with its own helper. Used to check the end of the archive and name-table names.
 _read_header_position = ffi.ffi("read_header_position", [ffi.c_archive_p], ctypes.c_longlong)
 
 INTERNAL_NAMES = frozenset(
@@ -192,7 +194,7 @@ class RegularArchive:
                 except libarchive.ArchiveError as err:
                     where = _where(name, in_member, members)
                     raise BadInput(f"{self.path}: {err.msg} ({where})") from None
-                head = data[offset : offset + 4]
+                head = data[offset : offset + min(size, 4)]
                 members.append(Member(name, offset, size, entry_mode(entry_p), head))
             stop = _read_header_position(archive_p) or len(ARCH_MAGIC)
         if stop != end:
