@@ -5,7 +5,7 @@
 load("//dist_lto:link.bzl", "dist_lto_link")
 load("//toolchain.bzl", "LlvmToolchainInfo", "TOOLCHAIN")
 load(":compile.bzl", "compile_sources", "header_dir")
-load(":link.bzl", "link_binary")
+load(":link.bzl", "link_binary", "sample_profile_flags")
 load(
     ":providers.bzl",
     "ArgsLinkable",
@@ -33,11 +33,12 @@ def _cxx_binary_impl(ctx: AnalysisContext) -> list[Provider]:
         linkables = [ObjectLinkable(object = o.object, bitcode = o.bitcode) for o in objects],
         cxx = any([o.cxx for o in objects]),
     )
-    groups = merge_groups([own], ctx.attrs.deps)
+    groups = merge_groups([own], ctx.attrs.deps) + [_flags_group(ctx)]
+    profile = ctx.attrs.sample_profile
     if ctx.attrs.dist_lto:
-        out = dist_lto_link(ctx, toolchain, groups + [_flags_group(ctx)], ctx.attrs.linker_flags)
+        out = dist_lto_link(ctx, toolchain, groups, ctx.attrs.linker_flags, profile)
     else:
-        out = link_binary(ctx, toolchain, groups + [_flags_group(ctx)], [], lto)
+        out = link_binary(ctx, toolchain, groups, sample_profile_flags(profile), lto)
     return [DefaultInfo(default_output = out), RunInfo(args = cmd_args(out))]
 
 def _flags_group(ctx: AnalysisContext) -> LinkGroup:
@@ -59,6 +60,7 @@ cxx_binary = rule(
         "deps": attrs.list(attrs.dep(), default = []),
         "lto": attrs.bool(default = True, doc = "compile to bitcode and link with in-process ThinLTO"),
         "dist_lto": attrs.bool(default = False, doc = "link with distributed ThinLTO (implies lto)"),
+        "sample_profile": attrs.option(attrs.source(), default = None, doc = "an AutoFDO sample profile for the LTO backends"),
         "_toolchain": attrs.toolchain_dep(default = TOOLCHAIN, providers = [LlvmToolchainInfo]),
     },
 )

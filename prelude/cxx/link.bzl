@@ -39,11 +39,17 @@ def link_driver(toolchain: LlvmToolchainInfo, groups: list[LinkGroup]) -> str:
     """clang++ when any input is C++ (it adds the C++ runtime), clang otherwise."""
     return toolchain.clangxx if needs_cxx(groups) else toolchain.clang
 
+def sample_profile_flags(profile: Artifact | None) -> list:
+    """The link flag that gives LTO backends a sample profile (LLD passes it to each)."""
+    if profile == None:
+        return []
+    return [cmd_args(profile, format = "-Wl,--lto-sample-profile={}")]
+
 def link_binary(
         ctx: AnalysisContext,
         toolchain: LlvmToolchainInfo,
         groups: list[LinkGroup],
-        linker_flags: list[str],
+        linker_flags: list,
         thin_lto: bool) -> Artifact:
     """A plain link, or an in-process ThinLTO link when `thin_lto` (LLD runs the backends)."""
     out = ctx.actions.declare_output(ctx.label.name)

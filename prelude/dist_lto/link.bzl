@@ -9,7 +9,7 @@
 # Works with stock LLD: the final link line comes from the original link order and
 # the plans, not from LLD's `--thinlto-full-index` (which only Meta's LLD has).
 
-load("//cxx:link.bzl", "link_driver")
+load("//cxx:link.bzl", "link_driver", "sample_profile_flags")
 load("//cxx:providers.bzl", "LinkGroup")
 load("//toolchain.bzl", "LlvmToolchainInfo")
 load(":final_link.bzl", "final_link")
@@ -21,8 +21,15 @@ def dist_lto_link(
         ctx: AnalysisContext,
         toolchain: LlvmToolchainInfo,
         groups: list[LinkGroup],
-        linker_flags: list[str]) -> Artifact:
-    """Link `groups` into the binary `ctx.label.name` with distributed ThinLTO."""
+        linker_flags: list[str],
+        sample_profile: Artifact | None) -> Artifact:
+    """Link `groups` into the binary `ctx.label.name` with distributed ThinLTO.
+
+    Args:
+        groups: the link's inputs in order (the binary's linker flags last).
+        linker_flags: the binary's linker flags, for the backends' flags file.
+        sample_profile: a sample profile every backend reads (then an input of each).
+    """
     out = ctx.actions.declare_output(ctx.label.name)
     driver = cmd_args(link_driver(toolchain, groups), toolchain.linker_flags)
     collected = collect_link(ctx, toolchain, groups)
@@ -32,8 +39,9 @@ def dist_lto_link(
         static_inputs = collected.static_inputs,
         link_flags_file = ctx.actions.write(
             "dist_lto/link_flags",
-            cmd_args(toolchain.linker_flags, "-flto=thin", linker_flags),
+            cmd_args(toolchain.linker_flags, "-flto=thin", linker_flags, sample_profile_flags(sample_profile)),
         ),
+        backend_inputs = [sample_profile] if sample_profile else [],
         final_link_args = ctx.actions.declare_output("dist_lto/final_link.args"),
         link_plan = ctx.actions.declare_output("dist_lto/link_plan.json"),
     )

@@ -55,7 +55,7 @@ def _run_opt(
         link.link_flags_file,
         "--",
         toolchain.clang,
-        hidden = imports,
+        hidden = imports + link.backend_inputs,
     )
     ctx.actions.run(cmd, category = "thin_lto_opt", identifier = identifier)
 

@@ -40,6 +40,8 @@ DistLink = record(
     static_inputs = list[Artifact],
     # The link's flags for the backends (`dist-lto opt --args`), one per line.
     link_flags_file = Artifact,
+    # Files the flags name that every backend reads (a sample profile).
+    backend_inputs = list[Artifact],
     # The planner's final-link argument file and link plan.
     final_link_args = Artifact,
     link_plan = Artifact,
