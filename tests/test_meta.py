@@ -8,7 +8,15 @@ from typing import Any
 
 import pytest
 from dist_lto.errors import BadInput
-from dist_lto.meta import ArchiveInput, ArgsInput, ObjectInput, parse_manifest, parse_meta
+from dist_lto.meta import (
+    ArchiveInput,
+    ArgsInput,
+    ObjectInput,
+    _fast_meta,
+    _Parser,
+    parse_manifest,
+    parse_meta,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -184,6 +192,26 @@ def test_any_mutation_of_a_valid_meta_is_accepted_or_rejected_cleanly(doc: Any) 
     assert all(isinstance(p, str) and p for p in outputs)
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mutated_metas())
+def test_fast_validation_agrees_with_the_precise_one(doc: Any) -> None:
+    try:
+        precise = _Parser(FILE).meta(copy.deepcopy(doc))
+    except BadInput:
+        assert _fast_meta(doc, FILE) is None
+        return
+    fast = _fast_meta(doc, FILE)
+    assert fast is None or fast == precise
+
+
+def test_fast_validation_takes_a_plain_meta() -> None:
+    assert _fast_meta(valid_meta(), FILE) == _Parser(FILE).meta(valid_meta())
+    doc = valid_meta()
+    doc["groups"][0]["linkables"][0]["path"] = "../obj/a.o"  # valid, but not plain
+    assert _fast_meta(doc, FILE) is None
+    assert parse_meta(doc, FILE).objects()[0].path == "../obj/a.o"
+
+
 @settings(max_examples=100, deadline=None)
 @given(_json_values)
 def test_arbitrary_json_is_never_a_crash(doc: Any) -> None:
@@ -214,7 +242,7 @@ def test_manifest_with_duplicate_member_names_but_distinct_paths_is_fine() -> No
         (lambda d: d["members"][1].update(path="objects/./a.o"),
          "m.json: /members/1/path: duplicate member path"),
         (lambda d: d["members"][1].update(position=0),
-         "m.json: /members/1/position: negative or duplicate position 0"),
+         "m.json: /members/1/position: negative, duplicate or huge position 0"),
         (lambda d: d["members"][0].update(bitcode=1),
          "m.json: /members/0/bitcode: expected boolean, got integer"),
         (lambda d: d.update(version=3), "m.json: /version: unsupported version 3"),

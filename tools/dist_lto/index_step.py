@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.fsutil import write_atomic
 from dist_lto.plans import response_file
+from dist_lto.spelling import climb, is_plain, norm
 
 LIST_NAME = "index.list"
 ARGS_NAME = "index.args"
@@ -34,34 +35,6 @@ LINKER_PROGRAMS = ("ld.lld", "ld", "lld", "ld64.lld", "ld.gold", "ld.bfd")
 
 BITCODE_MAGICS = (b"BC\xc0\xde", b"\xde\xc0\x17\x0b")
 """Raw LLVM bitcode and its wrapper header: the magic, never file(1)'s guess."""
-
-
-def climb(path: str) -> int:
-    """How many levels `path` reaches above its starting directory (`a/../../x` -> 1)."""
-    depth = lowest = 0
-    for part in path.split("/"):
-        if part == "..":
-            depth -= 1
-            lowest = min(lowest, depth)
-        elif part and part != ".":
-            depth += 1
-    return -lowest
-
-
-def is_plain(path: str) -> bool:
-    """True when `path` is relative and already normal (no `.`, `..` or empty parts)."""
-    return not (
-        path.startswith(("/", "./", "../"))
-        or path.endswith(("/", "/.", "/.."))
-        or path in (".", "..", "")
-        or "//" in path
-        or "/./" in path
-        or "/../" in path
-    )
-
-
-def norm(path: str) -> str:
-    return path if is_plain(path) else posixpath.normpath(path)
 
 
 @dataclass(frozen=True)
@@ -157,7 +130,10 @@ def read_bytes(path: str) -> bytes:
     """Whole-file read with raw `os` calls: at 100,000 imports files, `open()` costs double."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        chunks = []
+        data = os.read(fd, 1 << 16)
+        if len(data) < 1 << 16:
+            return data
+        chunks = [data]
         while chunk := os.read(fd, 1 << 16):
             chunks.append(chunk)
         return b"".join(chunks)
@@ -166,11 +142,17 @@ def read_bytes(path: str) -> bytes:
 
 
 def read_imports(path: str) -> list[str]:
+    """The modules an `.imports` file names, one per line (each line ends with a newline)."""
     try:
         data = read_bytes(path)
     except FileNotFoundError:
         raise BadInput(f"{path}: imports file missing") from None
-    return [x for x in data.decode(errors="surrogateescape").split("\n") if x]
+    if not data:
+        return []
+    names = data.decode(errors="surrogateescape").split("\n")
+    if names[-1] == "":
+        names.pop()
+    return names if "" not in names else [x for x in names if x]
 
 
 class DirListing:
@@ -179,8 +161,10 @@ class DirListing:
     def __init__(self) -> None:
         self._dirs: dict[str, set[str]] = {}
 
-    def exists(self, path: str) -> bool:
-        path = norm(path)
+    def exists(self, path: str, plain: bool = False) -> bool:
+        """Whether `path` exists; `plain` says it is known to be normal already."""
+        if not plain:
+            path = norm(path)
         head, _, tail = path.rpartition("/")
         if not head and path.startswith("/"):
             head = "/"

@@ -10,8 +10,10 @@ so index files stay where LLD wrote them whenever that is their declared path.
 from __future__ import annotations
 
 import argparse
+import bisect
 import contextlib
 import errno
+import gc
 import os
 import posixpath
 import shutil
@@ -40,6 +42,7 @@ from dist_lto.plans import (
     ObjectPlan,
     response_file,
 )
+from dist_lto.spelling import all_plain, is_plain
 
 _NO_IMPORTS: tuple[list[int], list[int], list[tuple[int, int]]] = ([], [], [])
 
@@ -55,16 +58,21 @@ class _Module:
     name: str
     archive: int
     key: int
-    where: str
+    origin: ObjectInput | tuple[Manifest, Member]
     loaded: bool = False
-    imports: list[_Module] = field(default_factory=list)
+    imports: list[int] = field(default_factory=list)
+    """Imported modules as codes (see `_code`)."""
     index_src: str = ""
     """Where LLD writes the index file."""
     index_dst: str = ""
     """Where the index file belongs (declared path); equal to `index_src` when in place."""
 
-    def describe(self) -> str:
-        return self.where
+    def describe(self, meta_file: str) -> str:
+        """Where the module was declared, for messages."""
+        if type(self.origin) is ObjectInput:
+            return f"{meta_file}: {self.origin.pointer} (object {self.key})"
+        manifest, member = self.origin  # type: ignore[misc]
+        return f"{manifest.file}: member {member.name!r} at position {member.position}"
 
 
 @dataclass(slots=True)
@@ -78,10 +86,23 @@ class _Archive:
     """Each member's name inside `index_dir` (plus `.thinlto.bc`) and `opt_objects_dir`."""
 
 
+_POSITION_MASK = (1 << 32) - 1
+
+
+def _code(module: _Module) -> int:
+    """A module as one int: an object is its index, a member -(archive << 32 | position) - 1.
+
+    Sorting codes sorts objects by index and members (in reverse) by archive and position.
+    """
+    if module.archive < 0:
+        return module.key
+    return -((module.archive << 32) | module.key) - 1
+
+
 def _member_rels(members: tuple[Member, ...]) -> list[str]:
     """Names for members' outputs: their manifest paths, or `POSITION/BASENAME` for all
     members when any path is absolute or climbs (so names never collide)."""
-    if all(index_step.is_plain(m.path) for m in members):
+    if all_plain([m.path for m in members]):
         return [m.path for m in members]
     return [f"{m.position}/{posixpath.basename(m.path) or 'member'}" for m in members]
 
@@ -100,44 +121,58 @@ class _Planner:
         self.meta = meta
         self.objects = meta.objects()
         self.modules: dict[str, _Module] = {}
-        self.normalised: dict[str, str] = {}
         self.object_modules: dict[int, _Module] = {}
         self.archives: dict[int, _Archive] = {}
         whole = linkline.whole_archives(meta)
+        modules = self.modules
         for o in self.objects:
-            self._add(_Module(o.path, -1, o.index, f"{meta.file}: {o.pointer} (object {o.index})"))
-            self.object_modules[o.index] = self.modules[o.path]
+            module = _Module(o.path, -1, o.index, o)
+            self._add(module)
+            self.object_modules[o.index] = module
         for a in meta.archives():
             manifest = read_manifest(a.manifest)
             base = posixpath.dirname(a.manifest)
             members: list[tuple[Member, _Module]] = []
             for m in manifest.members:
                 spelled = posixpath.normpath(posixpath.join(base, m.path))
-                where = f"{manifest.file}: member {m.name!r} at position {m.position}"
-                module = _Module(spelled, a.index, m.position, where)
+                module = _Module(spelled, a.index, m.position, (manifest, m))
                 self._add(module)
                 members.append((m, module))
             rels = _member_rels(manifest.members)
             self.archives[a.index] = _Archive(a, manifest, whole[a.index], members, rels)
-        self.layout = Layout.for_inputs(meta.index_dir, self.modules)
+        self.plain = all_plain(list(modules))
+        if not self.plain:
+            self._normalised()  # reports two spellings of one file
+        self.layout = Layout.for_inputs(meta.index_dir, [] if self.plain else modules)
 
     def _add(self, module: _Module) -> None:
-        key = posixpath.normpath(module.name)
-        other = self.normalised.setdefault(key, module.name)
-        if other != module.name or module.name in self.modules:
-            raise BadInput(
-                f"module path mismatch: {module.describe()} is spelled {module.name!r},"
-                f" {self.modules[other].describe()} names the same file as {other!r}"
-            )
-        self.modules[module.name] = module
+        other = self.modules.setdefault(module.name, module)
+        if other is not module:
+            raise self._same_file(module, other)
+
+    def _same_file(self, module: _Module, other: _Module) -> BadInput:
+        file = self.meta.file
+        return BadInput(
+            f"module path mismatch: {module.describe(file)} is spelled {module.name!r},"
+            f" {other.describe(file)} names the same file as {other.name!r}"
+        )
+
+    def _normalised(self) -> dict[str, _Module]:
+        """Normalised spelling -> module; raises when two modules name the same file."""
+        result: dict[str, _Module] = {}
+        for module in self.modules.values():
+            other = result.setdefault(posixpath.normpath(module.name), module)
+            if other is not module:
+                raise self._same_file(module, other)
+        return result
 
     def _unknown(self, name: str, source: str) -> BadInput:
         """Why the index step named a module the meta does not declare."""
-        known = self.normalised.get(posixpath.normpath(name))
+        known = self._normalised().get(posixpath.normpath(name))
         if known is not None:
             return BadInput(
                 f"{source}: module path mismatch: the index step named {name!r},"
-                f" but {self.modules[known].describe()} spells it {known!r}"
+                f" but {known.describe(self.meta.file)} spells it {known.name!r}"
             )
         if name.endswith(")") and " at " in name and "(" in name:
             return BadInput(
@@ -215,53 +250,62 @@ class _Planner:
                 continue
             if index_step.is_bitcode_file(o.path):
                 raise BadInput(
-                    f"{module.describe()}: {o.path!r} is bitcode but the index step did not"
-                    f" index it (not in {layout.list_file})"
+                    f"{module.describe(self.meta.file)}: {o.path!r} is bitcode but the index"
+                    f" step did not index it (not in {layout.list_file})"
                 )
             module.index_src = module.index_dst = ""  # native: no index file
         for archive in self.archives.values():
             for member, module in archive.members:
                 if module.loaded and not member.bitcode:
                     raise BadInput(
-                        f"{module.describe()}: marked native in the manifest"
+                        f"{module.describe(self.meta.file)}: marked native in the manifest"
                         " but the index step loaded it as bitcode"
                     )
         listing = DirListing()
+        plain = self.plain and is_plain(layout.prefix)
         for module in self.modules.values():
             if not module.index_src:
                 continue
-            if listing.exists(module.index_src):
+            if listing.exists(module.index_src, plain):
                 continue
             if replay and module.index_dst != module.index_src and listing.exists(module.index_dst):
                 module.index_src = module.index_dst  # placed by an earlier run
                 continue
             raise BadInput(
-                f"{module.describe()}: index file missing for bitcode module {module.name!r}"
+                f"{module.describe(self.meta.file)}: index file missing for bitcode module"
+                f" {module.name!r}"
                 f" (expected {module.index_src})"
             )
-        modules = self.modules
-        for module in modules.values():
-            if not module.loaded:
-                continue
-            path = layout.imports_file(module.name)
-            imports = []
-            for name in index_step.read_imports(path):
-                imported = modules.get(name)
-                if imported is None:
-                    raise self._unknown(name, path)
-                imports.append(imported)
-            module.imports = imports
+        codes = {name: _code(m) for name, m in self.modules.items()}
+        imports_file = layout.imports_file
+        read_imports = index_step.read_imports
+        for module in self.modules.values():
+            if module.loaded:
+                path = imports_file(module.name)
+                names = read_imports(path)
+                try:
+                    module.imports = [codes[name] for name in names]
+                except KeyError:
+                    unknown = next(n for n in names if n not in codes)
+                    raise self._unknown(unknown, path) from None
 
     # -- outputs ------------------------------------------------------------------------
 
     @staticmethod
     def imports_of(module: _Module) -> tuple[list[int], list[int], list[tuple[int, int]]]:
-        if not module.imports:
+        """Sorted object indices, archive indices and (archive, position) pairs imported.
+
+        LLD names each imported module once, so no duplicates need removing; one sort
+        of the codes puts members (negative) before objects."""
+        codes = module.imports
+        if not codes:
             return _NO_IMPORTS
-        objects = sorted({m.key for m in module.imports if m.archive < 0})
-        members = sorted({(m.archive, m.key) for m in module.imports if m.archive >= 0})
-        archives = sorted({a for a, _ in members})
-        return objects, archives, members
+        codes = sorted(codes)
+        if codes[0] >= 0:
+            return codes, [], []
+        split = bisect.bisect_left(codes, 0)
+        members = [((-c - 1) >> 32, (-c - 1) & _POSITION_MASK) for c in reversed(codes[:split])]
+        return codes[split:], sorted({a for a, _ in members}), members
 
     def object_plan(self, o: ObjectInput) -> ObjectPlan:
         module = self.object_modules[o.index]
@@ -387,7 +431,7 @@ class _Dirs:
         self.done: set[str] = set()
 
     def ensure_parent(self, path: str) -> None:
-        parent = posixpath.dirname(path)
+        parent = path.rpartition("/")[0]
         if parent and parent not in self.done:
             os.makedirs(parent, exist_ok=True)
             self.done.add(parent)
@@ -396,9 +440,11 @@ class _Dirs:
 def _write_direct(path: str, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        written = os.write(fd, data)
+        if written < len(data):
+            view = memoryview(data)[written:]
+            while view:
+                view = view[os.write(fd, view) :]
     finally:
         os.close(fd)
 
@@ -416,6 +462,7 @@ def _move(src: str, dst: str) -> None:
 
 def plan(meta_path: str, command: list[str], *, replay: bool) -> None:
     """Plan the link described by `meta_path`; run `command` as the index step unless replaying."""
+    gc.disable()  # a short run that allocates ~10 objects per module and frees nothing early
     planner = _Planner(read_meta(meta_path))
     planner.place_index_files()
     if not replay:
