@@ -90,8 +90,14 @@ def main(argv: list[str]) -> int:
     buck2 = None if args.harness else shutil.which("buck2")
     print(f"building with {'buck2 (' + buck2 + ')' if buck2 else 'the starlark-rust test harness'}")
     rows: list[Row] = []
+    labels = binaries(args.patterns)
+    if "rust.rustc" not in harness_config():
+        skipped = [lbl for lbl in labels if lbl.package.startswith("examples/rust")]
+        labels = [lbl for lbl in labels if lbl not in skipped]
+        if skipped:
+            print(f"no rustc found: skipping {', '.join(str(s) for s in skipped)}")
     try:
-        for label in binaries(args.patterns):
+        for label in labels:
             rows.append(with_buck2(buck2, label) if buck2 else with_harness(label, args.jobs))
     except (BuildError, subprocess.CalledProcessError) as err:
         print(f"demo: build failed: {getattr(err, 'stderr', None) or err}", file=sys.stderr)

@@ -379,3 +379,59 @@ def test_error_output_never_shows_a_python_traceback(tmp_path: Path) -> None:
     message = fails(root)
     assert 'Traceback (most recent call last):\n  File "' not in message
     assert re.search(r"\* rules\.bzl:\d+, in f", message)
+
+
+ORDER = """
+def _impl(ctx: AnalysisContext) -> list[Provider]:
+    first = ctx.actions.declare_output("first.txt")
+    second = ctx.actions.declare_output("second.txt")
+    if ctx.attrs.bind_first_early:
+        ctx.actions.write(first, "1")
+    ctx.actions.run(cmd_args("cp", first, second.as_output()), category = ctx.attrs.category)
+    if not ctx.attrs.bind_first_early:
+        ctx.actions.write(first, "1")
+    return [DefaultInfo(default_output = second)]
+
+order = rule(impl = _impl, attrs = {"bind_first_early": attrs.bool(), "category": attrs.string()})
+"""
+
+
+@pytest.mark.parametrize(
+    ("early", "category", "problem"),
+    [
+        (True, "copy_it", None),
+        (False, "copy_it", "`first.txt` is used as an input before an action binds it"),
+        (True, "CopyIt", "action category `CopyIt` must be snake_case"),
+    ],
+)
+def test_inputs_must_be_bound_first_and_categories_snake_case(
+    tmp_path: Path, early: bool, category: str, problem: str | None
+) -> None:
+    buck = (
+        'load("//:rules.bzl", "order")\n'
+        f'order(name = "o", bind_first_early = {early}, category = "{category}")\n'
+    )
+    root = project(tmp_path, ORDER, buck)
+    if problem is None:
+        assert build(root).outputs(Label("root", "pkg", "o"))[0].read_text() == "1"
+    else:
+        assert problem in fails(root)
+
+
+def test_action_writing_a_file_where_a_directory_was_declared_fails(tmp_path: Path) -> None:
+    rules = """
+    def _impl(ctx: AnalysisContext) -> list[Provider]:
+        out = ctx.actions.declare_output("tree", dir = ctx.attrs.dir)
+        ctx.actions.run(cmd_args("touch", out.as_output()), category = "touch")
+        return [DefaultInfo(default_output = out)]
+
+    tree = rule(impl = _impl, attrs = {"dir": attrs.bool()})
+    """
+    root = project(tmp_path, rules, 'load("//:rules.bzl", "tree")\ntree(name = "t", dir = True)\n')
+    assert "declared output `buck-out/v2/gen/root/pkg/__t__/tree` should be a directory" in fails(
+        root
+    )
+    (root / "pkg" / "BUCK").write_text(
+        'load("//:rules.bzl", "tree")\ntree(name = "t", dir = False)\n'
+    )
+    build(root)
