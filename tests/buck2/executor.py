@@ -179,7 +179,7 @@ class Executor:
     def _run_sandboxed(self, action: Action) -> None:
         with self._lock:
             n = next(self._sandbox_ids)
-        sandbox = self.store.out_root / "sandbox" / str(n)
+        sandbox = self.store.out_root / "buck-out" / "v2" / "sandbox" / str(n)
         _clear(sandbox)
         sandbox.mkdir(parents=True)
         try:

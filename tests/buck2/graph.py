@@ -276,17 +276,10 @@ class Graph:
                 inputs += [k for k in e.inputs if k not in inputs]
                 outputs += e.outputs
             return outputs, inputs, exp.argv, env
-        if kind == "write":
-            out = expand(spec["out"]).outputs
-            return (
-                out,
-                expand(spec["content"]).inputs if not isinstance(spec["content"], str) else [],
-                [],
-                {},
-            )
-        if kind == "write_json":
-            found: list[str] = []
-            render_json(spec["content"], found)
+        if kind in ("write", "write_json"):
+            # Writing a path does not read the file: Buck2's write actions have no inputs.
+            if kind == "write_json":
+                render_json(spec["content"], [])  # checks the markers
             return expand(spec["out"]).outputs, [], [], {}
         if kind == "copy":
             return expand(spec["out"]).outputs, expand(spec["src"]).inputs, [], {}
