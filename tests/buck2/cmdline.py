@@ -57,11 +57,11 @@ def _args(node: Any, out: Expanded, seen: set[str], *, ignore: bool) -> list[str
         out.outputs.append(OutputRef(node["o"], bool(node.get("dir")), node.get("unit", "")))
         return [node["o"]]
     ignore = ignore or bool(node.get("ignore_artifacts"))
-    for hidden in node.get("h", []):
-        _args(hidden, out, seen, ignore=ignore)
     items: list[str] = []
     for child in node.get("c", []):
         items.extend(_args(child, out, seen, ignore=ignore))
+    for hidden in node.get("h", []):
+        _args(hidden, out, seen, ignore=ignore)
     return apply_options(items, node)
 
 
