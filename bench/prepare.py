@@ -167,6 +167,8 @@ def main() -> int:
     print(f"  prepare (b) thin          {thn:.3f}")
     print(f"  python start-up           {bare:.3f}")
     print(f"  start-up + imports        {imported:.3f}")
+    work = reg - imported
+    print(f"(a) without start-up and imports: {work:.3f}, {work / ar:.2f} of llvm-ar x")
     print(f"(b) thin: bytes copied into the objects directory: {thin_bytes}")
     print(f"(b) thin: prepare/llvm-ar-x: {thn / ar:.2f}")
     print(f"prepare/llvm-ar-x: {reg / ar:.2f}")
