@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -371,3 +372,27 @@ def test_missing_arguments_are_a_usage_error() -> None:
     result = run_cli(["prepare", "--archive", "lib.a"])
     assert result.returncode == 2
     assert result.stderr.startswith("usage: dist-lto prepare")
+
+
+def test_prepare_runs_no_other_program(
+    llvm: Llvm, small_objects: dict[str, Path], tmp_path: Path
+) -> None:
+    """Not ar, not file(1), and not the ldconfig that libarchive-c would run to find libarchive."""
+    shutil.copy(small_objects["alpha.o"], tmp_path / "alpha.o")
+    subprocess.run([llvm.ar, "rc", "lib.a", "alpha.o"], cwd=tmp_path, check=True)
+    code = (
+        "import os, subprocess, sys\n"
+        "def refuse(*args, **kwargs):\n"
+        "    raise RuntimeError(f'ran a program: {args!r}')\n"
+        "subprocess.Popen.__init__ = refuse\n"
+        "os.fork = os.posix_spawn = os.posix_spawnp = os.execv = os.execve = os.system = refuse\n"
+        "from dist_lto import cli\n"
+        "sys.exit(cli.main(['prepare', '--archive', 'lib.a', '--objects-out', 'objects',"
+        " '--manifest-out', 'm.json']))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("LIBARCHIVE", "DIST_LTO_DEBUG")}
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "objects/alpha.o").read_bytes() == small_objects["alpha.o"].read_bytes()
