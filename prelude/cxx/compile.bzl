@@ -22,7 +22,7 @@ CompiledObject = record(
     cxx = bool,
 )
 
-def _source_and_flags(entry) -> (Artifact, list[str]):
+def _source_and_flags(entry: Artifact | (Artifact, list[str])) -> (Artifact, list[str]):
     """A `srcs` entry is a source or a (source, [flags]) pair, as in Buck2's cxx rules."""
     if type(entry) == "tuple":
         return entry[0], list(entry[1])

@@ -1,12 +1,12 @@
 # Plain and in-process ThinLTO links: the link line from the link groups.
 
 load("//toolchain.bzl", "LlvmToolchainInfo")
-load(":providers.bzl", "ArchiveLinkable", "ArgsLinkable", "LinkGroup", "ObjectLinkable")
+load(":providers.bzl", "ArchiveLinkable", "ArgsLinkable", "LinkGroup", "Linkable", "ObjectLinkable")
 
 WHOLE_ARCHIVE = "-Wl,--whole-archive"
 NO_WHOLE_ARCHIVE = "-Wl,--no-whole-archive"
 
-def linkable_args(linkable) -> list:
+def linkable_args(linkable: Linkable) -> list:
     """What one linkable puts on the link line (strings and artifacts)."""
     if isinstance(linkable, ObjectLinkable):
         return [linkable.object]
