@@ -29,7 +29,7 @@ SOURCE_PACKAGES = {"lua": ("lua5.4", "lua5.4-5.4.4"), "zstd": ("libzstd", "libzs
 
 @dataclass
 class Unit:
-    """One translation unit: its source, its object (relative to the build dir), how to compile it."""
+    """One translation unit: its source, its object (relative to the build dir), its flags."""
 
     source: str
     obj: str
@@ -89,7 +89,12 @@ def _lua_units(src: Path) -> tuple[list[Unit], list[Unit], list[str]]:
 
 def _zstd_units(src: Path) -> tuple[list[Unit], list[Unit], list[str]]:
     lib_dir = src / "lib"
-    flags = [f"-I{lib_dir}", f"-I{lib_dir / 'common'}", "-DZSTD_LEGACY_SUPPORT=0", "-DXXH_NAMESPACE=ZSTD_"]
+    flags = [
+        f"-I{lib_dir}",
+        f"-I{lib_dir / 'common'}",
+        "-DZSTD_LEGACY_SUPPORT=0",
+        "-DXXH_NAMESPACE=ZSTD_",
+    ]
     lib: list[Unit] = []
     for sub in ("common", "compress", "decompress", "dictBuilder"):
         for p in sorted((lib_dir / sub).glob("*.c")):
@@ -150,15 +155,26 @@ def check_binary(name: str, exe: Path) -> None:
     """Run a functional check of a linked workload binary; raise on any misbehaviour."""
     if name == "lua":
         out = subprocess.run(
-            [str(exe), "-e", "local t={} for i=1,100 do t[i]=i*i end print(#t, t[100], string.format('%5.2f', math.pi))"],
-            check=True, capture_output=True, text=True,
+            [
+                str(exe),
+                "-e",
+                "local t={} for i=1,100 do t[i]=i*i end"
+                " print(#t, t[100], string.format('%5.2f', math.pi))",
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
         ).stdout
         if out.split() != ["100", "10000", "3.14"]:
             raise AssertionError(f"lua printed {out!r}")
     else:
         data = b"".join(b"distributed thinlto %d\n" % i for i in range(20000))
-        packed = subprocess.run([str(exe), "-q", "-c", "-19"], input=data, check=True, capture_output=True).stdout
-        back = subprocess.run([str(exe), "-q", "-d", "-c"], input=packed, check=True, capture_output=True).stdout
+        packed = subprocess.run(
+            [str(exe), "-q", "-c", "-19"], input=data, check=True, capture_output=True
+        ).stdout
+        back = subprocess.run(
+            [str(exe), "-q", "-d", "-c"], input=packed, check=True, capture_output=True
+        ).stdout
         if back != data or len(packed) >= len(data) // 10:
             raise AssertionError("zstd round trip failed")
 
@@ -166,6 +182,18 @@ def check_binary(name: str, exe: Path) -> None:
 def link_in_process(b: Build, out: str) -> None:
     """The reference: an in-process ThinLTO link of the build with LLD."""
     subprocess.run(
-        [CLANG, "-flto=thin", "-fuse-ld=lld", "-O2", *b.objects, *b.native, "-o", out, *b.link_flags],
-        cwd=b.root, check=True, capture_output=True,
+        [
+            CLANG,
+            "-flto=thin",
+            "-fuse-ld=lld",
+            "-O2",
+            *b.objects,
+            *b.native,
+            "-o",
+            out,
+            *b.link_flags,
+        ],
+        cwd=b.root,
+        check=True,
+        capture_output=True,
     )

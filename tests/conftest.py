@@ -19,7 +19,6 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 
 import workloads  # noqa: E402
-
 from dist_lto.toolchain import tool  # noqa: E402
 
 
@@ -47,7 +46,9 @@ def llvm() -> Llvm:
     )
     for path in vars(tools).values():
         if not os.access(path, os.X_OK):
-            pytest.fail(f"{path} is missing: run `bash .ci/setup` (installs clang-22 lld-22 llvm-22)")
+            pytest.fail(
+                f"{path} is missing: run `bash .ci/setup` (installs clang-22 lld-22 llvm-22)"
+            )
     return tools
 
 

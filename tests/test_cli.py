@@ -3,7 +3,6 @@
 import subprocess
 
 from conftest import run_cli
-
 from dist_lto import cli
 
 

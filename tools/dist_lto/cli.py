@@ -35,7 +35,8 @@ def _help() -> str:
         *(f"  {name:<{width}}  {summary}" for name, (_, summary) in SUBCOMMANDS.items()),
         "",
         "Run `dist-lto SUBCOMMAND --help` for a subcommand's options.",
-        "Exit status: 0 success, 1 internal failure, 2 bad input; a failing tool's status passes through.",
+        "Exit status: 0 success, 1 internal failure, 2 bad input;"
+        " a failing tool's status passes through.",
     ]
     return "\n".join(lines)
 

@@ -69,7 +69,9 @@ class Fields:
 
     def expect(self, value: object, kind: type[T], pointer: str) -> T:
         if type(value) is not kind and not (kind is float and type(value) is int):
-            self.fail(pointer, f"expected {_TYPE_NAMES.get(kind, kind.__name__)}, got {type_name(value)}")
+            self.fail(
+                pointer, f"expected {_TYPE_NAMES.get(kind, kind.__name__)}, got {type_name(value)}"
+            )
         return value  # type: ignore[return-value]
 
     def get(self, obj: dict[str, Any], key: str, kind: type[T], pointer: str) -> T:
@@ -82,7 +84,9 @@ class Fields:
             return default
         return self.expect(obj[key], kind, f"{pointer}/{key}")
 
-    def strings(self, obj: dict[str, Any], key: str, pointer: str, default: list[str] | None = None) -> list[str]:
+    def strings(
+        self, obj: dict[str, Any], key: str, pointer: str, default: list[str] | None = None
+    ) -> list[str]:
         if key not in obj and default is not None:
             return default
         items = self.get(obj, key, list, pointer)
@@ -100,5 +104,7 @@ class Fields:
         obj = self.expect(doc, dict, "")
         version = self.get(obj, "version", int, "")
         if version != supported:
-            self.fail("/version", f"unsupported version {version} (this tool reads version {supported})")
+            self.fail(
+                "/version", f"unsupported version {version} (this tool reads version {supported})"
+            )
         return obj
