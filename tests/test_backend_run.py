@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, Llvm, ThinIndex
+from dist_lto.toolchain import tool
 
 OPT = [sys.executable, "-S", "-E", str(REPO / "tools" / "dist_lto" / "__main__.py"), "opt"]
 MODULE = "obj/lzio.o"
@@ -237,3 +238,36 @@ def test_compiler_given_as_a_bare_name_is_looked_up_on_path(
         cwd=lua_thin_index.root, capture_output=True, text=True, env=env,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
+
+
+def test_output_directory_that_does_not_exist_is_bad_input(
+    lua_thin_index: ThinIndex, tmp_path: Path, real_object: Path
+) -> None:
+    clang = fake_clang(tmp_path, f'cp {real_object} "$out"')
+    result = run_opt(lua_thin_index, tmp_path / "missing" / "m.o", clang)
+    assert result.returncode == 2
+    assert "missing/m.o: its directory does not exist" in result.stderr
+
+
+def test_backends_run_from_worker_threads_as_a_distributor_would(
+    lua_thin_index: ThinIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dist_lto.backend import check_primary, run_backend
+
+    monkeypatch.chdir(lua_thin_index.root)  # module paths as the index step spelled them
+    modules = lua_thin_index.build.objects[:4]
+
+    def one(module: str) -> bytes:
+        check_primary(module, f"{module}.thinlto.bc")
+        return run_backend(
+            [tool("clang"), "-c", "-x", "ir", module, f"-fthinlto-index={module}.thinlto.bc",
+             "-O2"],
+            module=module, output=str(tmp_path / Path(module).name),
+        )  # fmt: skip
+
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(one, modules))
+    for module in modules:
+        assert (tmp_path / Path(module).name).stat().st_size > 1000

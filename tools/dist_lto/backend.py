@@ -201,14 +201,24 @@ def _raise_stop(signum: int, _frame: object) -> None:
     raise _Stop(signum)
 
 
+def _catch_stop_signals() -> dict[int, object]:
+    try:
+        return {sig: _signal.signal(sig, _raise_stop) for sig in _FORWARDED_SIGNALS}
+    except ValueError:
+        # Not the main thread (a distributor's worker): only the main thread can catch
+        # signals, and the distributor decides what stopping means for all its jobs.
+        return {}
+
+
 def run_tool(argv: list[str]) -> tuple[int, bytes]:
     """Run `argv` (stdout inherited, stderr captured) and return (exit status, stderr).
 
-    A signal that asks us to stop (TERM, INT, HUP) is passed on to the child, and we
-    then fail with 128+N ourselves once it has gone.
+    In the main thread, a signal that asks us to stop (TERM, INT, HUP) is passed on to
+    the child, and we then fail with 128+N ourselves once it has gone. Safe to call from
+    several threads at once.
     """
     read_end, write_end = os.pipe()
-    previous = {sig: _signal.signal(sig, _raise_stop) for sig in _FORWARDED_SIGNALS}
+    previous = _catch_stop_signals()
     try:
         spawn = os.posix_spawn if "/" in argv[0] else os.posix_spawnp
         try:
@@ -259,7 +269,7 @@ def run_backend(command: list[str], *, module: str, output: str, dwo: str | None
     the module docstring lists; renames the results into place. Returns clang's stderr
     (warnings) on success; raises BackendFailed (clang's status) or BadInput otherwise.
     """
-    remove_stale(output, dwo)
+    prepare_outputs(output, dwo)
     tmp = temp_path_for(output)
     tmp_dwo = temp_path_for(dwo) if dwo else None
     argv = [*command, "-o", tmp]
@@ -311,7 +321,7 @@ def pass_through(module: str, output: str, dwo: str | None = None) -> None:
     problem = object_problem(module)
     if problem:
         raise BadInput(f"{module}: not LLVM bitcode, and not an ELF object either: it {problem}")
-    remove_stale(output, dwo)
+    prepare_outputs(output, dwo)
     tmp = temp_path_for(output)
     try:
         try:
@@ -335,8 +345,12 @@ def pass_through(module: str, output: str, dwo: str | None = None) -> None:
         raise
 
 
-def remove_stale(output: str, dwo: str | None) -> None:
-    """Remove outputs of an earlier run, so a failure now cannot leave them looking fresh."""
+def prepare_outputs(output: str, dwo: str | None) -> None:
+    """Check that the outputs' directories exist, and remove outputs of an earlier run so
+    that a failure now cannot leave them looking fresh."""
     for path in (output, dwo):
         if path:
+            directory = os.path.dirname(path)
+            if directory and not os.path.isdir(directory):
+                raise BadInput(f"{path}: its directory does not exist")
             remove_quietly(path)

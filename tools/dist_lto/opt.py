@@ -4,13 +4,19 @@ It runs once per bitcode module of a link, so it is built to cost almost
 nothing over clang itself: standard library only, no `argparse` on the normal
 path (a hand-written parser handles the fixed grammar; argparse is loaded only
 for `--help` and for anything unusual, so its messages stay the reference), and
-started as `python3 -S path/to/dist_lto opt ...` (see docs/opt.md).
+started as `python3 -S -E path/to/dist_lto/__main__.py opt ...` (see docs/opt.md).
 """
 
 import sys
 
-from dist_lto.backend import check_primary, is_bitcode, pass_through, read_head, run_backend
-from dist_lto.backend import split_dwarf_flags as _split_dwarf_flags
+from dist_lto.backend import (
+    check_primary,
+    is_bitcode,
+    pass_through,
+    read_head,
+    run_backend,
+    split_dwarf_flags,
+)
 from dist_lto.errors import BadInput
 from dist_lto.lto_flags import read_args_file, translate
 
@@ -38,7 +44,7 @@ driver for the link (-O3, -Wl,--lto-O2, -Xlinker, -fPIC, -march=..., -lm ...).
 Exit status: 0 success; 2 bad input (flags, paths, an index that does not name
 INPUT); clang's own status when it fails; 128+N when it dies by signal N; 1 when
 clang exits 0 but its output is missing, empty or not an ELF object.
-Start it as `python3 -S -E path/to/tools/dist_lto opt ...`: see docs/opt.md."""
+Start it as `python3 -S -E path/to/dist_lto/__main__.py opt ...`: see docs/opt.md."""
 
 _VALUE_OPTIONS = {"--input": "input", "--index": "index", "--out": "out", "--args": "args",
                   "--dwo": "dwo"}  # fmt: skip
@@ -173,7 +179,7 @@ def main(argv: list[str]) -> int:
 def _output_flags(opts: Options) -> list[str]:
     flags = ["-o", opts.out]
     if opts.dwo:
-        flags += _split_dwarf_flags(opts.dwo, opts.dwo)
+        flags += split_dwarf_flags(opts.dwo, opts.dwo)
     return flags
 
 
