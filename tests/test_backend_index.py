@@ -237,3 +237,23 @@ def test_damaged_real_index_never_crashes_the_reader(
     except ValueError:
         return
     assert all(isinstance(p, bytes) for p in modules.paths)
+
+
+def test_array_of_literals_is_rejected_rather_than_looped_over() -> None:
+    w = BitWriter()
+    w.enter(8, 3)
+    w.enter(19, 4)
+    w.emit(2, 4)  # DEFINE_ABBREV [literal 1, array of literal 7]
+    w.vbr(3, 5)
+    w.emit(1, 1)
+    w.vbr(1, 8)
+    w.emit(0, 1)
+    w.emit(3, 3)
+    w.emit(1, 1)
+    w.vbr(7, 8)
+    w.emit(4, 4)  # a record using it, claiming 2**40 elements
+    w.vbr(1 << 40, 6)
+    w.end()
+    w.end()
+    with pytest.raises(ValueError, match="array of literals"):
+        parse_index(w.data())

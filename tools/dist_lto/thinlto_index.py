@@ -148,7 +148,10 @@ def _define_abbrev(reader: _Reader) -> Abbrev:
     for i, (kind, _) in enumerate(ops):
         if (kind == _ARRAY and i != len(ops) - 2) or (kind == _BLOB and i != len(ops) - 1):
             raise ValueError("array or blob operand out of place")
-    if ops and ops[0][0] in (_ARRAY, _BLOB):
+        if kind == _ARRAY and ops[i + 1][0] not in (_FIXED, _VBR, _CHAR6):
+            # A literal element would read no bits: a huge count would never run out.
+            raise ValueError("array of literals, arrays or blobs")
+    if ops[0][0] in (_ARRAY, _BLOB):
         raise ValueError("abbreviation starts with an array or blob")
     return ops
 
