@@ -150,3 +150,15 @@ def test_fast_parser_takes_the_usual_command_line() -> None:
 )  # fmt: skip
 def test_fast_parser_leaves_the_unusual_to_argparse(argv: list[str]) -> None:
     assert opt._parse_fast(argv) is None
+
+
+@pytest.mark.parametrize("flags", [["-S", "-E"], ["-I"]], ids=["S-E", "isolated"])
+@pytest.mark.parametrize("target", ["file", "directory"])
+def test_package_runs_without_installation(flags: list[str], target: str, tmp_path: Path) -> None:
+    entry = MAIN if target == "file" else str(Path(MAIN).parent)
+    result = subprocess.run(
+        [sys.executable, *flags, entry, "opt", "--help"], cwd=tmp_path, capture_output=True,
+        text=True,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: dist-lto opt")

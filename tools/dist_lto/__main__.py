@@ -10,8 +10,14 @@ import os
 import sys
 
 if not __package__:
-    # Run as a file or directory: sys.path[0] is this directory; its parent holds the package.
-    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    # Run as a file or directory: the parent of this directory holds the package. This
+    # directory itself must leave sys.path (where Python put it, unless -I), or our
+    # inspect.py would shadow the standard library's.
+    _here = os.path.dirname(os.path.abspath(__file__))
+    if sys.path and os.path.abspath(sys.path[0] or ".") == _here:
+        sys.path[0] = os.path.dirname(_here)
+    else:
+        sys.path.insert(0, os.path.dirname(_here))
 
 from dist_lto.cli import main
 
