@@ -29,6 +29,10 @@ from dist_lto.errors import EXIT_INTERNAL, BadInput, DistLtoError
 from dist_lto.fsutil import remove_quietly, temp_path_for
 from dist_lto.thinlto_index import BITCODE_MAGIC, WRAPPER_MAGIC, read_index_modules
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (milliseconds)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 ELF_MAGIC = b"\x7fELF"
 _ET_REL = 1
 _SIGNAL_EXIT_BASE = 128
@@ -210,8 +214,11 @@ def _catch_stop_signals() -> dict[int, object]:
         return {}
 
 
-def run_tool(argv: list[str]) -> tuple[int, bytes]:
+def run_tool(argv: list[str], on_start: "Callable[[int], None] | None" = None) -> tuple[int, bytes]:
     """Run `argv` (stdout inherited, stderr captured) and return (exit status, stderr).
+
+    `on_start(pid)` is called once the child runs and before it can be reaped, so a
+    distributor can pin it (`os.pidfd_open`) and stop it from another thread.
 
     In the main thread, a signal that asks us to stop (TERM, INT, HUP) is passed on to
     the child, and we then fail with 128+N ourselves once it has gone. Safe to call from
@@ -234,6 +241,8 @@ def run_tool(argv: list[str]) -> tuple[int, bytes]:
         finally:
             os.close(write_end)
         try:
+            if on_start is not None:
+                on_start(pid)
             chunks = []
             while chunk := os.read(read_end, 65536):
                 chunks.append(chunk)
@@ -262,12 +271,20 @@ def split_dwarf_flags(dwo_name: str, dwo_output: str) -> list[str]:
     ]  # fmt: skip
 
 
-def run_backend(command: list[str], *, module: str, output: str, dwo: str | None = None) -> bytes:
+def run_backend(
+    command: list[str],
+    *,
+    module: str,
+    output: str,
+    dwo: str | None = None,
+    on_start: "Callable[[int], None] | None" = None,
+) -> bytes:
     """Run backend `command` (clang and its flags, without `-o`) writing `output` strictly.
 
     Appends `-o <temporary>` and, with `dwo`, the split-DWARF flags; checks everything
     the module docstring lists; renames the results into place. Returns clang's stderr
     (warnings) on success; raises BackendFailed (clang's status) or BadInput otherwise.
+    `on_start` is passed to `run_tool`.
     """
     prepare_outputs(output, dwo)
     tmp = temp_path_for(output)
@@ -276,7 +293,7 @@ def run_backend(command: list[str], *, module: str, output: str, dwo: str | None
     if dwo and tmp_dwo:
         argv += split_dwarf_flags(dwo, tmp_dwo)
     try:
-        status, stderr = run_tool(argv)
+        status, stderr = run_tool(argv, on_start)
         if status != 0:
             raise BackendFailed(
                 f"{module}: {argv[0]} {describe_status(status)}", status=status,
