@@ -284,6 +284,16 @@ def parse_index(data: bytes) -> IndexModules:
 
     Raises ValueError when `data` is not a well-formed index.
     """
+    reader, width, blockinfo = _find_module_block(data)
+    try:
+        return _module_block(reader, width, blockinfo)
+    except _Truncated:
+        raise ValueError("truncated bitcode") from None
+
+
+def _find_module_block(data: bytes) -> tuple[_Reader, int, dict[int, list[Abbrev]]]:
+    """A reader just past the module block's length word, its abbreviation width, and the
+    BLOCKINFO abbreviations seen before it."""
     start, end = _bitcode_span(data)
     reader = _Reader(data, start, end)
     blockinfo: dict[int, list[Abbrev]] = {}
@@ -300,7 +310,7 @@ def parse_index(data: bytes) -> IndexModules:
             elif block_id == _MODULE_BLOCK:
                 reader.align32()
                 reader.read(32)
-                return _module_block(reader, width, blockinfo)
+                return reader, width, blockinfo
             else:
                 _skip_block(reader)
     except _Truncated:
@@ -374,3 +384,49 @@ def read_index_modules(path: str) -> IndexModules:
         return parse_index(data)
     except ValueError as err:
         raise BadInput(f"{path}: not a ThinLTO index: {err}") from None
+
+
+def split_module_paths(data: bytes) -> tuple[bytes, list[bytes]]:
+    """An individual index without the paths of its module table, and those paths in order.
+
+    Two indexes that differ only in how their modules are spelled give the same bytes:
+    LLD's DTLTO names the files it extracts from archives after its process id
+    (`lib.a(x.o at 84).2.1F3A.o`), so a result cache keys on these bytes and on the
+    paths mapped to its own placeholders. The module block's length word and the module
+    table are left out; the table's other records (module ids, hashes) are kept in a
+    canonical text form. Raises ValueError when `data` is not a well-formed index.
+    """
+    reader, width, blockinfo = _find_module_block(data)
+    length_at = (reader.pos >> 3) - 4
+    try:
+        module = _Block(reader, width, [])
+        while (entry := module.next()) is not None:
+            code, ops, _ = entry
+            if code != _SUBBLOCK:
+                continue
+            block_id, sub_width = ops
+            reader.align32()
+            table_at = reader.pos >> 3
+            words = reader.read(32)
+            block_end = reader.pos + words * 32
+            if block_end > reader.end:
+                raise _Truncated
+            if block_id == _MODULE_STRTAB_BLOCK:
+                paths: list[bytes] = []
+                others: list[object] = []
+                table = _Block(reader, sub_width, blockinfo.get(block_id, []))
+                while (record := table.next()) is not None:
+                    code, ops, tail = record
+                    if code == _MST_CODE_ENTRY:
+                        paths.append(tail or bytes(c & 0xFF for c in ops[1:]))
+                        others.append((code, ops[:1]))
+                    elif code == _SUBBLOCK:
+                        _skip_block(reader)
+                    else:
+                        others.append((code, ops, tail))
+                head = data[:length_at] + data[length_at + 4 : table_at]
+                return head + repr(others).encode() + data[block_end >> 3 :], paths
+            reader.pos = block_end
+    except _Truncated:
+        raise ValueError("truncated bitcode") from None
+    raise ValueError("no module table (MODULE_STRTAB_BLOCK): not a ThinLTO index")
