@@ -17,6 +17,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("dist_lto.plan", "run or replay LLD's index step and write the optimisation plans"),
     "inspect": ("dist_lto.inspect", "summarise a planned link; draw its import graph"),
     "opt": ("dist_lto.opt", "run one ThinLTO backend strictly (a failure never exits 0)"),
+    "distribute": ("dist_lto.distribute", "parallel, strict, caching distributor for LLD's DTLTO"),
 }
 """Subcommand name -> (module, one-line summary), in the order `--help` lists them."""
 

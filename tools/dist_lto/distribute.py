@@ -1,0 +1,550 @@
+"""`dist-lto distribute`: a distributor for LLD 22's DTLTO that is parallel, strict and cached.
+
+LLD runs it once per link as `<prog> <args...> <output>.<pid>.dist-file.json`
+(`clang -fthinlto-distributor=$(command -v dist-lto) -Xthinlto-distributor=distribute`).
+It runs every job of the job file (`jobfile.py`) with N worker threads, biggest module
+first, each job through the same strict runner as `dist-lto opt` (`backend.py`: the
+module must be its index's primary module, clang's status passes through, an exit 0
+without a complete ELF object fails, outputs appear only by rename), and keeps results
+in a cache shared by all links (`result_cache.py`). No Python process per job: the
+threads only wait on clang processes.
+"""
+
+import _signal
+import os
+import sys
+import threading
+import time
+
+from dist_lto.backend import check_primary, run_backend
+from dist_lto.errors import EXIT_INTERNAL, BadInput, DistLtoError
+from dist_lto.fsutil import remove_quietly
+from dist_lto.jobfile import Job, JobFile, read_job_file
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    import argparse
+
+    from dist_lto.result_cache import KeyMaker, ResultCache
+
+PROG = "dist-lto distribute"
+USAGE = (
+    "dist-lto distribute [-h] [--jobs N] [--cache-dir DIR | --no-cache]\n"
+    "                           [--cache-max-size SIZE] [--verbose] JOB_FILE"
+)
+DESCRIPTION = """\
+A distributor for LLD's distributed ThinLTO (DTLTO). LLD runs it with the job file it
+wrote as the last argument; give it to clang as
+
+  clang -flto=thin -fuse-ld=lld ... -fthinlto-distributor=$(command -v dist-lto) \\
+        -Xthinlto-distributor=distribute [-Xthinlto-distributor=--jobs=4]
+
+It runs `common.args + job.args` for every job, N at a time, biggest module first. A job
+fails when its compiler fails (its status; a signal N gives 128+N), when its module is
+not the primary module of its index as spelled, or when the compiler exits 0 without a
+complete ELF object. On the first failure no new job starts, running ones are stopped,
+and the failing job's command and stderr are printed. Objects are written under
+temporary names and renamed, so no output is ever left half-written. Results are kept
+in a cache shared by every link (safe when links run at once); a job whose compiler,
+arguments and input contents were seen before runs no compiler."""
+EPILOG = """\
+The job file is LLD 22's format (docs/distribute.md); anything else is rejected with its
+JSON pointer (exit 2). Progress: one updating line when stderr is a terminal, otherwise
+nothing but errors and the compilers' warnings (--verbose lists every job).
+Exit status: 0 success; 2 bad input; the failing compiler's status (128+N for signal
+N); 1 when a compiler exits 0 without a complete object; 128+N when stopped by signal N."""
+
+_STOP_SIGNALS = (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP)
+_VALUE_OPTIONS = {
+    "--jobs": "jobs",
+    "-j": "jobs",
+    "--cache-dir": "cache_dir",
+    "--cache-max-size": "cache_max_size",
+}
+_FLAG_OPTIONS = {"--no-cache": "no_cache", "--verbose": "verbose", "-v": "verbose"}
+
+
+class Options:
+    """The command line, as strings (checked by `settings`)."""
+
+    __slots__ = ("cache_dir", "cache_max_size", "job_file", "jobs", "no_cache", "verbose")
+
+    def __init__(self) -> None:
+        self.job_file = ""
+        self.jobs: str | None = None
+        self.cache_dir: str | None = None
+        self.cache_max_size: str | None = None
+        self.no_cache = False
+        self.verbose = False
+
+
+def _parse_fast(argv: list[str]) -> Options | None:
+    """The usual command line without argparse; None sends anything unusual to argparse."""
+    opts = Options()
+    positional: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        name, eq, value = arg.partition("=")
+        if (name in _VALUE_OPTIONS and name.startswith("--")) or arg == "-j":
+            if not eq:
+                if i == len(argv) or argv[i].startswith("-"):
+                    return None
+                value = argv[i]
+                i += 1
+            setattr(opts, _VALUE_OPTIONS[name], value)
+        elif arg in _FLAG_OPTIONS:
+            setattr(opts, _FLAG_OPTIONS[arg], True)
+        elif arg.startswith("-") or positional:
+            return None
+        else:
+            positional.append(arg)
+    if not positional or (opts.no_cache and opts.cache_dir is not None):
+        return None
+    opts.job_file = positional[0]
+    return opts
+
+
+def build_parser() -> "argparse.ArgumentParser":
+    """The argparse parser: the reference for `--help` and for usage errors."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        usage=USAGE,
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "-j",
+        "--jobs",
+        metavar="N",
+        help="compilers to run at once (default: the CPUs this process may use)",
+    )
+    cache = parser.add_mutually_exclusive_group()
+    cache.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="result cache directory (default: $XDG_CACHE_HOME/dist-lto, else ~/.cache/dist-lto)",
+    )
+    cache.add_argument(
+        "--no-cache", action="store_true", help="neither use nor fill the result cache"
+    )
+    parser.add_argument(
+        "--cache-max-size",
+        metavar="SIZE",
+        help="prune the cache, least recently used first, to this size after"
+        " a link that added to it (bytes, or K/M/G/T; default: 2G)",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="print a line for every job (compiled or cached, and its time)",
+    )
+    parser.add_argument(
+        "job_file",
+        metavar="JOB_FILE",
+        help="the job file LLD wrote (<output>.<pid>.dist-file.json)",
+    )
+    return parser
+
+
+def parse_args(argv: list[str]) -> Options:
+    opts = _parse_fast(argv)
+    if opts is not None:
+        return opts
+    namespace = build_parser().parse_args(argv)
+    opts = Options()
+    for name in Options.__slots__:
+        setattr(opts, name, getattr(namespace, name))
+    return opts
+
+
+class Settings:
+    """Checked options."""
+
+    __slots__ = ("cache_dir", "cache_max_size", "jobs", "verbose")
+
+    def __init__(self, opts: Options) -> None:
+        from dist_lto.result_cache import DEFAULT_MAX_SIZE, default_cache_dir, parse_size
+
+        self.jobs = _cpu_count()
+        if opts.jobs is not None:
+            if not (opts.jobs.isascii() and opts.jobs.isdigit() and int(opts.jobs) > 0):
+                raise BadInput(f"--jobs: expected a positive integer, got {opts.jobs!r}")
+            self.jobs = int(opts.jobs)
+        self.cache_dir = None if opts.no_cache else (opts.cache_dir or default_cache_dir())
+        self.cache_max_size = DEFAULT_MAX_SIZE
+        if opts.cache_max_size is not None:
+            try:
+                self.cache_max_size = parse_size(opts.cache_max_size)
+            except ValueError as err:
+                raise BadInput(f"--cache-max-size: {err}") from None
+        self.verbose = opts.verbose
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+# ---------------------------------------------------------------------------------
+# Reporting
+
+
+class Reporter:
+    """What the user sees on stderr: a progress line on a terminal, `--verbose` job lines,
+    compiler warnings. Called with the distribution's lock held."""
+
+    def __init__(self, total: int, *, verbose: bool, tty: bool) -> None:
+        self.total = total
+        self.verbose = verbose
+        self.tty = tty
+        self.started = time.monotonic()
+        self.shown = False
+
+    def _write(self, text: str) -> None:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+
+    def _clear(self) -> None:
+        if self.shown:
+            self._write("\r\x1b[K")
+            self.shown = False
+
+    def note(self, text: str) -> None:
+        self._clear()
+        self._write(f"{PROG}: {text}\n")
+
+    def warnings(self, data: bytes) -> None:
+        self._clear()
+        sys.stderr.flush()
+        sys.stderr.buffer.write(data if data.endswith(b"\n") else data + b"\n")
+        sys.stderr.buffer.flush()
+
+    def progress(self, done: int, cached: int, running: int) -> None:
+        if self.tty:
+            elapsed = time.monotonic() - self.started
+            self._write(
+                f"\r\x1b[K{PROG}: {done}/{self.total} done, {cached} cached,"
+                f" {running} running, {elapsed:.1f} s"
+            )
+            self.shown = True
+
+    def finished(self, job: Job, how: str, seconds: float, done: int) -> None:
+        if self.verbose:
+            self.note(f"[{done}/{self.total}] {how} {job.module} -> {job.output} ({seconds:.2f} s)")
+
+    def end(self) -> None:
+        if self.shown:
+            self._write("\n")
+            self.shown = False
+
+
+# ---------------------------------------------------------------------------------
+# Running
+
+
+class _Stop(BaseException):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_stop(signum: int, _frame: object) -> None:
+    raise _Stop(signum)
+
+
+COMPILED = "compiled"
+CACHED = "cached"
+
+
+class Distribution:
+    """Runs one job file's jobs on `workers` threads; `run` raises the first failure."""
+
+    def __init__(
+        self,
+        files: JobFile,
+        workers: int,
+        reporter: Reporter,
+        cache: "ResultCache | None" = None,
+        keys: "KeyMaker | None" = None,
+    ) -> None:
+        self.files = files
+        self.reporter = reporter
+        self.cache = cache
+        self.keys = keys
+        self.order = sorted(files.jobs, key=lambda job: -_size(job.module))
+        """Biggest module first: one long backend started last would finish last."""
+        self.workers = min(workers, len(self.order))
+        self.lock = threading.Condition()
+        self.next = 0
+        self.running = 0
+        self.done = 0
+        self.cached = 0
+        self.stored = 0
+        self.active = 0
+        self.stopping = 0
+        """0, or the signal sent to running compilers once the distribution stops."""
+        self.failure: DistLtoError | None = None
+        self.cache_warned = False
+        self.children: dict[int, int] = {}
+        """Job number -> pidfd (or pid where pidfds do not exist) of its running compiler."""
+
+    def run(self) -> None:
+        threads = [
+            threading.Thread(target=self._work, name=f"dist-lto-{i}", daemon=True)
+            for i in range(self.workers)
+        ]
+        previous = {sig: _signal.signal(sig, _raise_stop) for sig in _STOP_SIGNALS}
+        try:
+            try:
+                with self.lock:
+                    for thread in threads:
+                        self.active += 1
+                        thread.start()
+                    while self.active:
+                        self.lock.wait(0.25 if self.reporter.tty else 1.0)
+                        self.reporter.progress(self.done, self.cached, self.running)
+            except _Stop as stop:
+                self._halt(stop.signum, threads)
+                raise DistLtoError(
+                    f"stopped by signal {stop.signum}", status=128 + stop.signum
+                ) from None
+            except BaseException:
+                self._halt(_signal.SIGTERM, threads)
+                raise
+        finally:
+            for sig, handler in previous.items():
+                _signal.signal(sig, handler)
+            with self.lock:
+                self.reporter.end()
+        if self.failure is not None:
+            raise self.failure
+
+    def _halt(self, signum: int, threads: list[threading.Thread]) -> None:
+        """Stop the running compilers with `signum` and wait until every worker has left
+        (each removes its own temporaries)."""
+        with self.lock:
+            self._stop_children(signum)
+        for thread in threads:
+            while thread.is_alive():
+                try:
+                    thread.join()
+                except _Stop:
+                    continue  # a second signal: we are already stopping
+
+    def _stop_children(self, signum: int) -> None:
+        """Called with the lock held."""
+        if not self.stopping:
+            self.stopping = signum
+        for handle in self.children.values():
+            _signal_child(handle, signum)
+
+    def _work(self) -> None:
+        try:
+            while True:
+                with self.lock:
+                    if self.stopping or self.next == len(self.order):
+                        return
+                    job = self.order[self.next]
+                    self.next += 1
+                    self.running += 1
+                started = time.monotonic()
+                try:
+                    how = self._run_job(job)
+                except BaseException as err:
+                    with self.lock:
+                        self.running -= 1
+                        self._fail(job, err)
+                    continue
+                with self.lock:
+                    self.running -= 1
+                    self.done += 1
+                    self.cached += how == CACHED
+                    self.reporter.finished(job, how, time.monotonic() - started, self.done)
+                    self.lock.notify()
+        finally:
+            with self.lock:
+                self.active -= 1
+                self.lock.notify()
+
+    def _fail(self, job: Job, err: BaseException) -> None:
+        """Record the first failure and stop the rest. Called with the lock held."""
+        if self.failure is None and not self.stopping:
+            self.failure = _job_failure(self.files, job, err)
+            self._stop_children(_signal.SIGTERM)
+        self.lock.notify()
+
+    def _run_job(self, job: Job) -> str:
+        check_primary(job.module, job.index)
+        key = self._key(job)
+        if key is not None and self._restore(key, job):
+            return CACHED
+        for extra in job.outputs[1:]:
+            remove_quietly(extra)
+        try:
+            warnings = run_backend(
+                self.files.args + job.args_without_output(),
+                module=job.module,
+                output=job.output,
+                on_start=lambda pid: self._started(job, pid),
+            )
+        except BaseException:
+            for extra in job.outputs[1:]:
+                remove_quietly(extra)
+            raise
+        finally:
+            with self.lock:
+                handle = self.children.pop(job.number, None)
+            if handle is not None and handle >= 0 and _HAVE_PIDFD:
+                os.close(handle)
+        if warnings:
+            with self.lock:
+                self.reporter.warnings(warnings)
+        if key is not None and all(os.path.exists(extra) for extra in job.outputs[1:]):
+            self._store(key, job)
+        return COMPILED
+
+    def _started(self, job: Job, pid: int) -> None:
+        """The job's compiler runs: pin it, so `_stop_children` can reach it (and only it)."""
+        handle = pid
+        if _HAVE_PIDFD:
+            try:
+                handle = os.pidfd_open(pid)
+            except OSError:
+                handle = -1  # out of descriptors: it cannot be stopped early, only waited for
+        with self.lock:
+            self.children[job.number] = handle
+            if self.stopping:
+                _signal_child(handle, self.stopping)
+
+    def _key(self, job: Job) -> str | None:
+        if self.keys is None:
+            return None
+        return self.keys.key(job)
+
+    def _restore(self, key: str, job: Job) -> bool:
+        if self.cache is None:
+            return False
+        try:
+            return self.cache.restore(key, job.outputs)
+        except OSError as err:
+            self._cache_trouble(err)
+            return False
+
+    def _store(self, key: str, job: Job) -> None:
+        if self.cache is None:
+            return
+        try:
+            self.cache.store(key, job.outputs)
+        except OSError as err:
+            self._cache_trouble(err)
+            return
+        with self.lock:
+            self.stored += 1
+
+    def _cache_trouble(self, err: OSError) -> None:
+        """A cache that cannot be read or written costs speed, never the link: warn once."""
+        with self.lock:
+            if not self.cache_warned:
+                self.cache_warned = True
+                where = err.filename or (self.cache.root if self.cache else "")
+                self.reporter.note(f"warning: result cache: {where}: {err.strerror or err}")
+
+
+_HAVE_PIDFD = hasattr(os, "pidfd_open") and hasattr(_signal, "pidfd_send_signal")
+
+
+def _signal_child(handle: int, signum: int) -> None:
+    if handle < 0:
+        return
+    try:
+        if _HAVE_PIDFD:
+            _signal.pidfd_send_signal(handle, signum)
+        else:
+            os.kill(handle, signum)
+    except OSError:
+        pass  # it has exited already
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _job_failure(files: JobFile, job: Job, err: BaseException) -> DistLtoError:
+    """One line naming the job, then its command and whatever the compiler printed."""
+    import shlex
+
+    where = f"job {job.number + 1} of {len(files.jobs)} ({job.module} -> {job.output})"
+    command = "command: " + " ".join(shlex.quote(arg) for arg in files.command(job)) + "\n"
+    if isinstance(err, DistLtoError):
+        return DistLtoError(
+            f"{where}: {err.message}", status=err.status, detail=command + err.detail
+        )
+    if isinstance(err, OSError):
+        return DistLtoError(
+            f"{where}: {err.filename or ''}: {err.strerror or err}",
+            status=EXIT_INTERNAL,
+            detail=command,
+        )
+    return DistLtoError(
+        f"{where}: internal error: {type(err).__name__}: {err}",
+        status=EXIT_INTERNAL,
+        detail=command,
+    )
+
+
+def _open_cache(
+    files: JobFile, settings: Settings, reporter: Reporter
+) -> "tuple[ResultCache | None, KeyMaker | None]":
+    from dist_lto.result_cache import KeyMaker, ResultCache, compiler_identity
+
+    if settings.cache_dir is None:
+        return None, None
+    cache = ResultCache(settings.cache_dir, settings.cache_max_size)
+    try:
+        cache.create()
+    except OSError as err:
+        reporter.note(f"warning: result cache not used: {settings.cache_dir}: {err.strerror}")
+        return None, None
+    return cache, KeyMaker(files, compiler_identity(files.compiler, settings.cache_dir))
+
+
+def main(argv: list[str]) -> int:
+    opts = parse_args(argv)
+    settings = Settings(opts)
+    files = read_job_file(opts.job_file)
+    reporter = Reporter(len(files.jobs), verbose=settings.verbose, tty=sys.stderr.isatty())
+    if not files.jobs:
+        return 0
+    cache, keys = _open_cache(files, settings, reporter)
+    distribution = Distribution(files, settings.jobs, reporter, cache, keys)
+    if settings.verbose:
+        reporter.note(
+            f"{len(files.jobs)} jobs from {files.path}, {distribution.workers} at a"
+            f" time, cache {settings.cache_dir or 'off'}"
+        )
+    distribution.run()
+    if cache is not None and distribution.stored:
+        try:
+            pruned = cache.prune()
+        except OSError as err:
+            reporter.note(f"warning: result cache: cannot prune: {err.strerror}")
+        else:
+            if pruned and settings.verbose:
+                reporter.note(f"pruned {pruned} cache entries (limit {settings.cache_max_size})")
+    if settings.verbose:
+        reporter.note(
+            f"{distribution.done} jobs done, {distribution.cached} from the cache,"
+            f" in {time.monotonic() - reporter.started:.2f} s"
+        )
+    return 0
