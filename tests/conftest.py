@@ -104,3 +104,69 @@ def lua_thin_index(tmp_path_factory: pytest.TempPathFactory, llvm: Llvm) -> Thin
         cwd=build.root, check=True, capture_output=True,
     )  # fmt: skip
     return ThinIndex(build, link_flags)
+
+
+# ---------------------------------------------------------------------------------
+# LLD's DTLTO (`dist-lto distribute`)
+
+SERIAL_DISTRIBUTOR = """\
+import json
+import subprocess
+import sys
+
+# Reference distributor in the style of LLVM's example: every job, one after another.
+with open(sys.argv[-1]) as f:
+    jobs = json.load(f)
+for job in jobs["jobs"]:
+    subprocess.run(jobs["common"]["args"] + job["args"], check=True)
+"""
+
+
+@pytest.fixture(scope="session")
+def serial_distributor(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A DTLTO distributor that runs the jobs serially, as LLVM's example does."""
+    script = tmp_path_factory.mktemp("serial") / "serial-distributor"
+    script.write_text(f"#!{sys.executable}\n{SERIAL_DISTRIBUTOR}")
+    script.chmod(0o755)
+    return script
+
+
+SMALL_PROGRAM = {
+    "main.c": '#include <stdio.h>\nint twice(int);\nint shout(const char *);\n'
+              'int main(int c, char **v) { printf("%d\\n", twice(c)); return shout(v[0]) < 0; }\n',
+    "twice.c": "int add(int, int);\nint twice(int x) { return add(x, x); }\n",
+    "add.c": "int add(int a, int b) { return a + b; }\n",
+    "shout.c": '#include <string.h>\nint shout(const char *s) { return (int)strlen(s); }\n',
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class DtltoLink:
+    """A small real program linked by LLD 22 through DTLTO (the serial distributor) with
+    `--save-temps`, so the job file, the indexes and the archive members LLD extracted
+    stay in `root`, the link's directory. `job_file` is relative to `root`; `link` is the
+    clang command without distributor flags (objects `main.o shout.o libm.a`, where the
+    regular archive holds `twice.o` and `add.o`). Read-only: copy `root` first."""
+
+    root: Path
+    job_file: str
+    link: list[str]
+
+
+@pytest.fixture(scope="session")
+def small_dtlto(
+    tmp_path_factory: pytest.TempPathFactory, llvm: Llvm, serial_distributor: Path
+) -> DtltoLink:
+    root = tmp_path_factory.mktemp("small-dtlto")
+    for name, text in SMALL_PROGRAM.items():
+        (root / name).write_text(text)
+        subprocess.run([llvm.clang, "-O2", "-flto=thin", "-c", name], cwd=root, check=True)
+    subprocess.run([llvm.ar, "rcs", "libm.a", "twice.o", "add.o"], cwd=root, check=True)
+    link = [llvm.clang, "-flto=thin", "-fuse-ld=lld", "-O2", "main.o", "shout.o", "libm.a",
+            "-o", "prog"]  # fmt: skip
+    subprocess.run(
+        [*link, f"-fthinlto-distributor={serial_distributor}", "-Wl,--save-temps"],
+        cwd=root, check=True, capture_output=True,
+    )  # fmt: skip
+    (job_file,) = (p.name for p in root.glob("prog.*.dist-file.json"))
+    return DtltoLink(root, job_file, link)
