@@ -1,0 +1,396 @@
+"""The result cache: keys that ignore LLD's spellings but nothing that changes code, and a
+store that stays whole when links race on it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import DtltoLink, Llvm
+from dist_lto import result_cache
+from dist_lto.errors import BadInput
+from dist_lto.jobfile import JobFile, parse_job_file, read_job_file
+from dist_lto.result_cache import (
+    KeyMaker,
+    ResultCache,
+    compiler_identity,
+    default_cache_dir,
+    parse_size,
+)
+from dist_lto.thinlto_index import split_module_paths
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+IDENTITY = "0" * 64
+
+
+def copy_link(link: DtltoLink, dest: Path) -> Path:
+    shutil.copytree(link.root, dest)
+    return dest
+
+
+def relink(link: DtltoLink, root: Path, serial: Path) -> JobFile:
+    """Link again in `root` (a copy): a new LLD process, so new names for its files."""
+    for old in root.glob("prog.*.dist-file.json"):
+        old.unlink()
+    subprocess.run([*link.link, f"-fthinlto-distributor={serial}", "-Wl,--save-temps"],
+                   cwd=root, check=True, capture_output=True)  # fmt: skip
+    (job_file,) = root.glob("prog.*.dist-file.json")
+    return read_job_file(job_file.name)
+
+
+def keys_by_module(files: JobFile, identity: str = IDENTITY) -> dict[str, str | None]:
+    """Each job's key, by its module's name without LLD's process id."""
+    maker = KeyMaker(files, identity)
+    return {job.module.split(" at ")[0]: maker.key(job) for job in files.jobs}
+
+
+# ---------------------------------------------------------------------------------
+# Keys
+
+
+def test_index_without_module_paths_is_the_same_for_any_spelling(
+    tmp_path: Path, llvm: Llvm, small_dtlto: DtltoLink
+) -> None:
+    """Indexes of one program whose objects are spelled differently (different lengths)."""
+    for subdir in ("o", "much/longer/path"):
+        d = tmp_path / subdir
+        d.mkdir(parents=True)
+        for name in ("main.o", "shout.o", "twice.o", "add.o"):
+            shutil.copy(small_dtlto.root / name, d / name)
+        subprocess.run(
+            [llvm.clang, "-flto=thin", "-fuse-ld=lld", *(f"{subdir}/{n}" for n in
+             ("main.o", "shout.o", "twice.o", "add.o")), "-o", f"{subdir}/prog",
+             "-Wl,--thinlto-index-only"],
+            cwd=tmp_path, check=True,
+        )  # fmt: skip
+    short = split_module_paths((tmp_path / "o/twice.o.thinlto.bc").read_bytes())
+    long = split_module_paths((tmp_path / "much/longer/path/twice.o.thinlto.bc").read_bytes())
+    assert sorted(short[1]) == [b"o/add.o", b"o/twice.o"]
+    assert [p.replace(b"much/longer/path/", b"o/") for p in long[1]] == short[1]
+    assert short[0] == long[0]
+    other = split_module_paths((tmp_path / "o/main.o.thinlto.bc").read_bytes())
+    assert other[0] != short[0]
+
+
+def test_split_module_paths_rejects_what_is_not_an_index() -> None:
+    for data in (b"", b"BC\xc0\xde", b"\x7fELF" + bytes(60), b"BC\xc0\xde" + bytes(7)):
+        with pytest.raises(ValueError):
+            split_module_paths(data)
+
+
+@given(data=st.binary(max_size=200))
+@settings(max_examples=300, deadline=None)
+def test_split_module_paths_never_fails_otherwise_on_arbitrary_bytes(data: bytes) -> None:
+    with contextlib.suppress(ValueError):
+        split_module_paths(b"BC\xc0\xde" + data)
+
+
+def test_keys_do_not_depend_on_lld_process_id_or_member_names(
+    tmp_path: Path,
+    small_dtlto: DtltoLink,
+    serial_distributor: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    root = copy_link(small_dtlto, tmp_path / "again")
+    monkeypatch.chdir(small_dtlto.root)
+    first = read_job_file(small_dtlto.job_file)
+    before = keys_by_module(first)
+    monkeypatch.chdir(root)
+    second = relink(small_dtlto, root, serial_distributor)
+    assert second.jobs[0].output != first.jobs[0].output  # a new process id
+    assert keys_by_module(second) == before
+    assert None not in before.values() and len(set(before.values())) == 4
+
+
+@pytest.fixture
+def in_copy(tmp_path: Path, small_dtlto: DtltoLink, monkeypatch: pytest.MonkeyPatch) -> JobFile:
+    """The small program's job file, read in a private copy of its directory (the cwd)."""
+    root = copy_link(small_dtlto, tmp_path / "copy")
+    monkeypatch.chdir(root)
+    return read_job_file(small_dtlto.job_file)
+
+
+def test_key_changes_with_flags_compiler_and_every_input(in_copy: JobFile) -> None:
+    files = in_copy
+    base = keys_by_module(files)
+    flagged = JobFile(files.path, files.linker_output, [*files.args, "-O3"], files.inputs,
+                      files.jobs)  # fmt: skip
+    assert set(keys_by_module(flagged).values()).isdisjoint(base.values())
+    assert set(keys_by_module(files, "1" * 64).values()).isdisjoint(base.values())
+    main = next(job for job in files.jobs if job.module == "main.o")
+    imported = main.inputs[2]  # a module main.o imports from
+    with open(imported, "ab") as f:
+        f.write(b"\0")
+    changed = keys_by_module(files)
+    readers = {job.module.split(" at ")[0] for job in files.jobs if imported in job.inputs}
+    assert "main.o" in readers
+    assert {m for m in base if changed[m] != base[m]} == readers
+
+
+def test_key_does_not_depend_on_output_names(in_copy: JobFile) -> None:
+    doc = {"common": {"linker_output": "prog", "args": in_copy.args, "inputs": []},
+           "jobs": [{"args": [a if a != job.output else "elsewhere.o" for a in job.args],
+                     "inputs": job.inputs, "outputs": ["elsewhere.o"]}
+                    for job in in_copy.jobs[:1]]}  # fmt: skip
+    renamed = parse_job_file(doc, "j.json")
+    maker = KeyMaker(in_copy, IDENTITY)
+    assert KeyMaker(renamed, IDENTITY).key(renamed.jobs[0]) == maker.key(in_copy.jobs[0])
+
+
+def test_a_missing_input_gives_no_key(in_copy: JobFile) -> None:
+    job = in_copy.jobs[0]
+    os.unlink(job.inputs[-1])
+    assert KeyMaker(in_copy, IDENTITY).key(job) is None
+
+
+@pytest.mark.parametrize(
+    ("arg", "expected"),
+    [("a.o", "<input:0>"), ("-fthinlto-index=a.bc", "-fthinlto-index=<input:1>"),
+     ("-fprofile-sample-use=x=y.prof", "-fprofile-sample-use=<common-input:0>"),
+     ("-fx=a.o=b", "-fx=a.o=b"), ("-O2", "-O2"), ("=a.o", "=<input:0>")],
+)  # fmt: skip
+def test_paths_in_arguments_become_placeholders(arg: str, expected: str) -> None:
+    names = {"a.o": "<input:0>", "a.bc": "<input:1>", "x=y.prof": "<common-input:0>"}
+    assert result_cache._placeholder(arg, names) == expected
+
+
+# ---------------------------------------------------------------------------------
+# Compiler identity
+
+
+@pytest.fixture
+def own_clang(tmp_path: Path, llvm: Llvm) -> Path:
+    """A copy of clang's executable beside links to the LLVM libraries it loads."""
+    real = Path(os.path.realpath(llvm.clang))
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "lib").mkdir()
+    shutil.copy(real, tmp_path / "bin" / "clang")
+    for lib in (real.parent.parent / "lib").glob("lib*.so.*"):
+        if lib.name.startswith(("libLLVM", "libclang-cpp")):
+            (tmp_path / "lib" / lib.name).symlink_to(lib.resolve())
+    return tmp_path / "bin" / "clang"
+
+
+def test_compiler_identity_covers_binary_and_llvm_libraries(
+    own_clang: Path, tmp_path: Path, llvm: Llvm
+) -> None:
+    data = own_clang.read_bytes()
+    libraries = result_cache._llvm_libraries(str(own_clang), data)
+    names = sorted(os.path.basename(p).split(".so")[0] for p in libraries)
+    assert names == ["libLLVM", "libclang-cpp"]
+    cache = tmp_path / "cache"
+    first = compiler_identity(str(own_clang), str(cache))
+    assert first == compiler_identity(str(own_clang), str(cache))
+    assert first != compiler_identity(llvm.clang, str(cache))  # another path
+    with open(own_clang, "ab") as f:  # a different build of the same compiler
+        f.write(b"\0")
+    assert compiler_identity(str(own_clang), str(cache)) != first
+
+
+def test_compiler_identity_is_remembered_while_its_files_are_unchanged(
+    own_clang: Path, tmp_path: Path
+) -> None:
+    cache = tmp_path / "cache"
+    compiler_identity(str(own_clang), str(cache))
+    (memo,) = (cache / "v1" / "compilers").iterdir()
+    doc = memo.read_text().replace(compiler_identity(str(own_clang), str(cache)), "f" * 64)
+    memo.write_text(doc)
+    assert compiler_identity(str(own_clang), str(cache)) == "f" * 64  # not recomputed
+    os.utime(own_clang)
+    assert compiler_identity(str(own_clang), str(cache)) != "f" * 64
+
+
+def test_compiler_identity_of_a_missing_compiler_is_bad_input(tmp_path: Path) -> None:
+    with pytest.raises(BadInput, match="no-such-clang: compiler not found"):
+        compiler_identity("no-such-clang", str(tmp_path))
+    with pytest.raises(BadInput, match="compiler not found"):
+        compiler_identity(str(tmp_path / "clang"), str(tmp_path))
+
+
+def test_default_cache_dir_follows_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_cache_dir() == str(tmp_path / "xdg" / "dist-lto")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_cache_dir() == str(tmp_path / "home" / ".cache" / "dist-lto")
+
+
+# ---------------------------------------------------------------------------------
+# The store
+
+
+@pytest.fixture
+def objects(small_dtlto: DtltoLink) -> list[Path]:
+    """Real native objects (LLD's DTLTO outputs, kept by --save-temps)."""
+    found = sorted(small_dtlto.root.glob("*.native.o"))
+    assert len(found) == 4
+    return found
+
+
+def test_restore_gives_back_exactly_what_was_stored(tmp_path: Path, objects: list[Path]) -> None:
+    cache = ResultCache(str(tmp_path / "c"))
+    cache.create()
+    cache.store("ab" * 32, [str(objects[0]), str(objects[1])])
+    outs = [str(tmp_path / "x.o"), str(tmp_path / "y.stats")]
+    assert cache.restore("ab" * 32, outs)
+    assert Path(outs[0]).read_bytes() == objects[0].read_bytes()
+    assert Path(outs[1]).read_bytes() == objects[1].read_bytes()
+    assert cache.size() == objects[0].stat().st_size + objects[1].stat().st_size
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c", "x.o", "y.stats"]
+
+
+def test_a_miss_writes_nothing(tmp_path: Path) -> None:
+    cache = ResultCache(str(tmp_path / "c"))
+    cache.create()
+    assert not cache.restore("cd" * 32, [str(tmp_path / "x.o")])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c"]
+
+
+@pytest.mark.parametrize("damage", ["empty", "truncated", "not-elf"])
+def test_a_damaged_entry_is_a_miss_and_is_deleted(
+    damage: str, tmp_path: Path, objects: list[Path]
+) -> None:
+    cache = ResultCache(str(tmp_path / "c"))
+    cache.create()
+    key = "ef" * 32
+    cache.store(key, [str(objects[0])])
+    stored = Path(cache.entry(key)) / "0"
+    data = stored.read_bytes()
+    stored.write_bytes({"empty": b"", "truncated": data[:200], "not-elf": b"!" * 100}[damage])
+    assert not cache.restore(key, [str(tmp_path / "x.o")])
+    assert not Path(cache.entry(key)).exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c"]
+
+
+def _entry_with_age(cache: ResultCache, key: str, size: int, age: float) -> None:
+    entry = Path(cache.entry(key))
+    entry.mkdir(parents=True)
+    (entry / "0").write_bytes(b"x" * size)
+    then = time.time() - age
+    os.utime(entry, (then, then))
+
+
+def test_prune_removes_least_recently_used_first_down_to_the_limit(tmp_path: Path) -> None:
+    cache = ResultCache(str(tmp_path / "c"), max_size=2500)
+    cache.create()
+    for i, age in enumerate([50, 10, 40, 20, 30]):
+        _entry_with_age(cache, f"{i:02d}" * 32, 1000, age)
+    assert cache.prune() == 3
+    assert sorted(Path(p).name[:2] for _, _, p in cache._scan()) == ["01", "03"]
+    assert cache.size() == 2000
+    assert os.listdir(cache.tmp) == []
+
+
+def test_prune_removes_temporaries_left_by_killed_links_only(tmp_path: Path) -> None:
+    cache = ResultCache(str(tmp_path / "c"), max_size=1 << 20)
+    cache.create()
+    for name, age in (("old.1.x", 2 * 86400), ("new.2.y", 60)):
+        path = Path(cache.tmp) / name
+        path.mkdir()
+        (path / "0").write_bytes(b"partial")
+        os.utime(path, (time.time() - age, time.time() - age))
+    cache.prune()
+    assert os.listdir(cache.tmp) == ["new.2.y"]
+
+
+def test_restore_after_use_protects_an_entry_from_pruning(
+    tmp_path: Path, objects: list[Path]
+) -> None:
+    size = objects[0].stat().st_size
+    cache = ResultCache(str(tmp_path / "c"), max_size=size)
+    cache.create()
+    _entry_with_age(cache, "aa" * 32, size, 100)
+    cache.store("bb" * 32, [str(objects[0])])
+    os.utime(cache.entry("bb" * 32), (time.time() - 200, time.time() - 200))
+    assert cache.restore("bb" * 32, [str(tmp_path / "x.o")])  # now the newest
+    cache.prune()
+    assert [Path(p).name for _, _, p in cache._scan()] == ["bb" * 32]
+
+
+def test_links_racing_on_one_cache_see_whole_entries_or_none(
+    tmp_path: Path, objects: list[Path]
+) -> None:
+    """Storers, restorers and pruners at once: every restore is complete or a clean miss."""
+    cache_dir = str(tmp_path / "c")
+    ResultCache(cache_dir).create()
+    keys = [f"{i:02x}" * 32 for i in range(8)]
+    wanted = {key: objects[i % len(objects)].read_bytes() for i, key in enumerate(keys)}
+    problems: list[str] = []
+    hits = [0]
+
+    def storer() -> None:
+        cache = ResultCache(cache_dir)
+        for _ in range(30):
+            for i, key in enumerate(keys):
+                cache.store(key, [str(objects[i % len(objects)])])
+
+    def pruner() -> None:
+        cache = ResultCache(cache_dir, max_size=3 * max(len(v) for v in wanted.values()))
+        for _ in range(60):
+            cache.prune()
+
+    def restorer(n: int) -> None:
+        cache = ResultCache(cache_dir)
+        out = tmp_path / f"out{n}"
+        out.mkdir()
+        for round_ in range(40):
+            for key in keys:
+                target = out / f"{round_}-{key[:2]}.o"
+                if cache.restore(key, [str(target)]):
+                    hits[0] += 1
+                    if target.read_bytes() != wanted[key]:
+                        problems.append(f"{target} differs")
+                elif target.exists():
+                    problems.append(f"{target} written on a miss")
+        leftovers = [p.name for p in out.iterdir() if p.name.startswith(".")]
+        if leftovers:
+            problems.append(f"temporaries left: {leftovers}")
+
+    threads = [threading.Thread(target=f) for f in (storer, storer, pruner, pruner)]
+    threads += [threading.Thread(target=restorer, args=(n,)) for n in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert problems == []
+    assert hits[0] > 0
+    for _, _, path in ResultCache(cache_dir)._scan():
+        assert Path(path, "0").read_bytes() == wanted[Path(path).name]
+
+
+# ---------------------------------------------------------------------------------
+# Sizes
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [("0", 0), ("1024", 1024), ("2G", 2 << 30), ("500M", 500 << 20), ("3k", 3072),
+     ("1T", 1 << 40), ("2GiB", 2 << 30), ("10MB", 10 << 20)],
+)  # fmt: skip
+def test_sizes_take_binary_suffixes(text: str, size: int) -> None:
+    assert parse_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["", "G", "-1", "1.5G", "12X", "١٢", "0x10"])
+def test_a_malformed_size_is_rejected(text: str) -> None:
+    with pytest.raises(ValueError, match="not a size"):
+        parse_size(text)
+
+
+@given(number=st.integers(0, 1 << 20), suffix=st.sampled_from(["", "K", "m", "G", "t"]))
+def test_every_number_with_a_suffix_parses(number: int, suffix: str) -> None:
+    unit = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[suffix.lower()]
+    assert parse_size(f"{number}{suffix}") == number * unit
+
+
+@given(text=st.text(max_size=8))
+def test_size_parsing_fails_only_with_value_error(text: str) -> None:
+    with contextlib.suppress(ValueError):
+        assert parse_size(text) >= 0
