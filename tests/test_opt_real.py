@@ -483,6 +483,7 @@ def test_non_bitcode_object_passes_through_without_running_clang(
     )
     assert result.returncode == 0, result.stderr
     assert out.read_bytes() == (small_program / "native.o").read_bytes()
+    assert out.stat().st_ino == (small_program / "native.o").stat().st_ino  # a hard link
     assert dwo.read_bytes() == b""
 
 
