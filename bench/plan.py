@@ -137,17 +137,31 @@ def generate(root: Path, n: int, seed: int = 1) -> Synthetic:
     return Synthetic(root, n_objects, n_members, outputs)
 
 
-def remove_outputs(s: Synthetic) -> None:
-    for rel in s.outputs:
-        (s.root / rel).unlink(missing_ok=True)
+def set_aside_outputs(s: Synthetic, trash: Path) -> None:
+    """Move a previous run's outputs out of the way without deleting them.
+
+    Deleting 100,000 files right before a measurement slows it down (the file system
+    is still discarding the freed blocks), so deletions all wait until the end.
+    """
+    trash.mkdir(parents=True, exist_ok=True)
     for sub in ("plans", "archive-plans"):
-        shutil.rmtree(s.root / "out" / sub, ignore_errors=True)
+        if (s.root / "out" / sub).exists():
+            os.rename(s.root / "out" / sub, trash / f"{sub}-{len(os.listdir(trash))}")
+    for rel in s.outputs:
+        if not rel.startswith(("out/plans/", "out/archive-plans/")):
+            (s.root / rel).unlink(missing_ok=True)
 
 
-def run_planner(s: Synthetic) -> tuple[float, int]:
+def settle() -> None:
+    """Flush dirty pages and give the journal a moment, so runs start alike."""
+    os.sync()
+    time.sleep(1)
+
+
+def run_planner(s: Synthetic, trash: Path) -> tuple[float, int]:
     """Wall seconds and peak RSS (bytes) of one `dist-lto plan --replay` process."""
-    remove_outputs(s)
-    os.sync()  # start from clean page cache: a backlog of dirty pages throttles creates
+    set_aside_outputs(s, trash)
+    settle()
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "dist_lto", "plan", "--replay", "meta.json"],
                             cwd=s.root, stderr=subprocess.PIPE)
@@ -161,13 +175,13 @@ def run_planner(s: Synthetic) -> tuple[float, int]:
 
 
 def lower_bound(s: Synthetic, scratch: Path) -> float:
-    """Seconds to create files with the planner's outputs' directories and sizes."""
+    """Seconds to create files with the planner's outputs' directories and sizes, in a
+    fresh directory `scratch`."""
     files = [(rel, (s.root / rel).stat().st_size) for rel in s.outputs]
-    shutil.rmtree(scratch, ignore_errors=True)
     payload = b"x" * max(size for _, size in files)
     dirs: set[str] = set()
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
-    os.sync()
+    settle()
     start = time.perf_counter()
     for rel, size in files:
         path = f"{scratch}/{rel}"
@@ -178,9 +192,7 @@ def lower_bound(s: Synthetic, scratch: Path) -> float:
         fd = os.open(path, flags, 0o666)
         os.write(fd, payload[:size])
         os.close(fd)
-    elapsed = time.perf_counter() - start
-    shutil.rmtree(scratch, ignore_errors=True)
-    return elapsed
+    return time.perf_counter() - start
 
 
 def measure(n: int, label: str, work: Path, repeat: int) -> float:
@@ -189,11 +201,12 @@ def measure(n: int, label: str, work: Path, repeat: int) -> float:
     s = generate(root, n)
     made = time.perf_counter() - t0
     walls, rss, bounds = [], 0, []
-    for _ in range(repeat):
-        wall, peak = run_planner(s)
+    trash = work / f"{label}-trash"
+    for i in range(repeat):
+        wall, peak = run_planner(s, trash)
         walls.append(wall)
         rss = max(rss, peak)
-        bounds.append(lower_bound(s, work / f"{label}-lower-bound"))
+        bounds.append(lower_bound(s, trash / f"lower-bound-{i}"))
     wall, bound = min(walls), min(bounds)
     ratio = wall / bound
     print(
@@ -203,6 +216,7 @@ def measure(n: int, label: str, work: Path, repeat: int) -> float:
         flush=True,
     )
     shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(trash, ignore_errors=True)
     return ratio
 
 

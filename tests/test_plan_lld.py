@@ -553,3 +553,32 @@ def test_lua_planned_with_its_library_as_a_prepared_archive_runs(
     subprocess.run([llvm.clang, *LINK, "-o", "lua", "@out/final-link.args"], cwd=root,
                    check=True)
     workloads.check_binary("lua", root / "lua")
+
+
+def test_worker_processes_write_the_same_outputs_as_one_process(work: Path, llvm: Llvm) -> None:
+    write_meta(work, full_meta(work))
+    plan(work, llvm, "meta.json", "--jobs", "1")
+    one = {p: p.read_bytes() for p in (work / "out").rglob("*") if p.is_file()}
+    shutil.rmtree(work / "out")
+    plan(work, llvm, "meta.json", "--jobs", "3")
+    assert {p: p.read_bytes() for p in (work / "out").rglob("*") if p.is_file()} == one
+
+
+def test_a_workers_bad_share_stops_every_share_before_writing(work: Path, llvm: Llvm) -> None:
+    write_meta(work, full_meta(work))
+    plan(work, llvm)
+    shutil.rmtree(work / "out/plans")
+    (work / "out/link-plan.json").unlink()
+    # The third object's share belongs to the third process.
+    (work / "out/index/obj/native_obj.o.thinlto.bc").unlink()
+    (work / "out/index/obj/helper.o.imports").write_text("obj/nowhere.o\n")
+    result = run_cli(["plan", "--replay", "--jobs", "3", "meta.json"], cwd=work)
+    assert result.returncode == 2
+    assert result.stderr == (
+        "dist-lto plan: error: out/index/obj/helper.o.imports: bitcode module"
+        " 'obj/nowhere.o' is on the link line but not declared in the meta"
+        " (declare it as an object)\n"
+    )
+    assert not (work / "out/plans").exists()
+    assert not (work / "out/index/obj/native_obj.o.thinlto.bc").exists()
+    assert not (work / "out/link-plan.json").exists()
