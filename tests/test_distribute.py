@@ -1,0 +1,218 @@
+"""`dist-lto distribute` as LLD 22's DTLTO distributor on real Lua and zstd links.
+
+Every link here is a real `clang -flto=thin -fuse-ld=lld -fthinlto-distributor=...` run;
+the reference is the same link with a serial distributor in the style of LLVM's
+example (`serial_distributor`), and the binaries must be byte-identical to it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import workloads
+from conftest import Llvm
+from dist_lto.jobfile import read_job_file
+
+LUA_SOURCE_CHANGE = ("invalid conversion '%s' to 'format'", "no such conversion '%s' in 'format'")
+
+
+@pytest.fixture(scope="module")
+def dist_lto(dist_lto_cmd: list[str]) -> str:
+    """The installed console script: what `$(command -v dist-lto)` names."""
+    (exe,) = dist_lto_cmd
+    return exe
+
+
+def distributor_flags(dist_lto: str, *args: str) -> list[str]:
+    return [f"-fthinlto-distributor={dist_lto}", "-Xthinlto-distributor=distribute",
+            *(f"-Xthinlto-distributor={arg}" for arg in args)]  # fmt: skip
+
+
+def link(
+    command: list[str], root: Path, out: str, *flags: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*command, "-o", out, *flags], cwd=root, capture_output=True,
+                          text=True, env=env)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Program:
+    """A workload ready to link in `root`: `command` is the clang link line without `-o`;
+    `serial` is the binary the serial reference distributor produced."""
+
+    build: workloads.Build
+    command: list[str]
+    serial: Path
+
+    @property
+    def root(self) -> Path:
+        return self.build.root
+
+
+def _program(build: workloads.Build, llvm: Llvm, serial: Path, ar: list[str], lib: str) -> Program:
+    subprocess.run([llvm.ar, *ar, lib, *build.library, *build.native], cwd=build.root, check=True)
+    command = [llvm.clang, "-flto=thin", "-fuse-ld=lld", "-O2", *build.main, lib,
+               *build.link_flags]  # fmt: skip
+    done = link(command, build.root, "serial", f"-fthinlto-distributor={serial}")
+    assert done.returncode == 0, done.stderr
+    workloads.check_binary(build.name, build.root / "serial")
+    return Program(build, command, build.root / "serial")
+
+
+@pytest.fixture(scope="module")
+def lua(tmp_path_factory: pytest.TempPathFactory, llvm: Llvm, serial_distributor: Path) -> Program:
+    """Lua with its library in a thin archive (DTLTO reads thin members where they are)."""
+    build = workloads.build("lua", tmp_path_factory.mktemp("lua-dtlto"))
+    return _program(build, llvm, serial_distributor, ["rcs", "--thin"], "liblua.a")
+
+
+@pytest.fixture(scope="module")
+def zstd(tmp_path_factory: pytest.TempPathFactory, llvm: Llvm, serial_distributor: Path) -> Program:
+    """zstd with its library, bitcode and the native assembly object, in a regular archive
+    (DTLTO extracts bitcode members to files named after LLD's process id)."""
+    build = workloads.build("zstd", tmp_path_factory.mktemp("zstd-dtlto"))
+    return _program(build, llvm, serial_distributor, ["rcs"], "libzstd.a")
+
+
+def logging_compiler(directory: Path, real: str) -> tuple[Path, Path]:
+    """A remote compiler that logs every backend it runs, then is clang."""
+    log = directory / "compiles.log"
+    script = directory / "logging-clang"
+    script.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in *-fthinlto-index=*) echo "$*" >> ' + f"'{log}'" + ";; esac\n"
+        f'exec {real} "$@"\n'
+    )
+    script.chmod(0o755)
+    return script, log
+
+
+def compiled_modules(log: Path, since: int = 0) -> list[str]:
+    """The module of every backend in the log (the argument before -fthinlto-index=)."""
+    modules = []
+    for line in log.read_text().splitlines()[since:] if log.exists() else []:
+        words = line.split(" -fthinlto-index=")[0].split()
+        modules.append(words[-1])
+    return modules
+
+
+def test_zstd_links_byte_identical_to_the_serial_distributor(
+    zstd: Program, dist_lto: str, tmp_path: Path
+) -> None:
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    done = link(zstd.command, zstd.root, "ours",
+                *distributor_flags(dist_lto, "--jobs=4", "--no-cache"), env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""  # quiet when stderr is not a terminal
+    workloads.check_binary("zstd", zstd.root / "ours")
+    assert (zstd.root / "ours").read_bytes() == zstd.serial.read_bytes()
+    assert not (tmp_path / "xdg").exists()  # --no-cache: nothing stored
+
+
+@dataclass(frozen=True)
+class Raced:
+    """Two Lua links run at once on one empty cache (the default one, under XDG_CACHE_HOME)."""
+
+    results: list[subprocess.CompletedProcess[str]]
+    env: dict[str, str]
+    compiler: Path
+    log: Path
+    cache: Path
+
+
+@pytest.fixture(scope="module")
+def lua_raced(lua: Program, dist_lto: str, tmp_path_factory: pytest.TempPathFactory) -> Raced:
+    tmp = tmp_path_factory.mktemp("race")
+    compiler, log = logging_compiler(tmp, lua.command[0])
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp / "xdg")}
+    flags = [f"-Wl,--thinlto-remote-compiler={compiler}", *distributor_flags(dist_lto, "--jobs=2")]
+    racers = [subprocess.Popen([*lua.command, "-o", f"race{i}", *flags], cwd=lua.root, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+              for i in (1, 2)]  # fmt: skip
+    results = []
+    for racer in racers:
+        stdout, stderr = racer.communicate(timeout=600)
+        results.append(subprocess.CompletedProcess(racer.args, racer.returncode, stdout, stderr))
+    return Raced(results, env, compiler, log, tmp / "xdg" / "dist-lto")
+
+
+def test_two_lua_links_racing_on_one_cache_both_succeed_byte_identical(
+    lua: Program, lua_raced: Raced
+) -> None:
+    for i, result in enumerate(lua_raced.results, 1):
+        assert result.returncode == 0, result.stderr
+        assert result.stderr == ""
+        workloads.check_binary("lua", lua.root / f"race{i}")
+        assert (lua.root / f"race{i}").read_bytes() == lua.serial.read_bytes()
+    # LLD's --thinlto-remote-compiler= was the compiler of every job
+    jobs = len(lua.build.objects)
+    assert len(compiled_modules(lua_raced.log)) >= jobs
+    entries = list((lua_raced.cache / "v1" / "entries").glob("*/*"))
+    assert len(entries) == jobs
+    assert not list((lua_raced.cache / "v1" / "tmp").iterdir())
+
+
+def test_a_second_identical_link_runs_no_compiler(
+    lua: Program, lua_raced: Raced, dist_lto: str
+) -> None:
+    before = len(compiled_modules(lua_raced.log))
+    done = link(lua.command, lua.root, "warm",
+                f"-Wl,--thinlto-remote-compiler={lua_raced.compiler}",
+                *distributor_flags(dist_lto, "--verbose"), env=lua_raced.env)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert compiled_modules(lua_raced.log)[before:] == []
+    jobs = len(lua.build.objects)
+    assert f"{jobs} jobs done, {jobs} from the cache" in done.stderr
+    assert sum(" cached " in line for line in done.stderr.splitlines()) == jobs
+    assert (lua.root / "warm").read_bytes() == lua.serial.read_bytes()
+
+
+def input_contents(root: Path, job_file: Path) -> dict[str, list[bytes]]:
+    """Every job's input files' contents, by module (Lua's modules have no process id)."""
+    return {job.module: [(root / path).read_bytes() for path in job.inputs]
+            for job in read_job_file(str(job_file)).jobs}  # fmt: skip
+
+
+def test_a_changed_source_recompiles_only_the_jobs_whose_inputs_changed(
+    lua: Program, lua_raced: Raced, dist_lto: str, tmp_path: Path, llvm: Llvm
+) -> None:
+    """In a copy of the build elsewhere (keys do not depend on the directory). An index
+    can change without any module it names changing: LLD numbers the summary's values
+    over the whole program, so a new string in lstrlib.c renumbers lmathlib's index."""
+    root = tmp_path / "lua"
+    shutil.copytree(lua.root, root, symlinks=True)
+    flags = [f"-Wl,--thinlto-remote-compiler={lua_raced.compiler}", "-Wl,--save-temps",
+             *distributor_flags(dist_lto)]  # fmt: skip
+    before = len(compiled_modules(lua_raced.log))
+    done = link(lua.command, root, "same", *flags, env=lua_raced.env)
+    assert done.returncode == 0, done.stderr
+    assert compiled_modules(lua_raced.log)[before:] == []
+    (job_file,) = root.glob("same.*.dist-file.json")
+    old_inputs = input_contents(root, job_file)
+
+    source = workloads.source_dir("lua") / "src"
+    old, new = LUA_SOURCE_CHANGE
+    changed = tmp_path / "lstrlib.c"
+    changed.write_text((source / "lstrlib.c").read_text().replace(old, new))
+    subprocess.run([llvm.clang, "-O2", "-flto=thin", "-c", str(changed), "-o", "obj/lstrlib.o",
+                    "-DLUA_COMPAT_5_3", "-DLUA_USE_LINUX", f"-I{source}"],
+                   cwd=root, check=True)  # fmt: skip
+    (root / "liblua.a").unlink()
+    subprocess.run([llvm.ar, "rcs", "--thin", "liblua.a", *lua.build.library], cwd=root, check=True)
+    done = link(lua.command, root, "changed", *flags, env=lua_raced.env)
+    assert done.returncode == 0, done.stderr
+    (job_file,) = root.glob("changed.*.dist-file.json")
+    new_inputs = input_contents(root, job_file)
+    affected = sorted(m for m in new_inputs if new_inputs[m] != old_inputs.get(m))
+    recompiled = sorted(compiled_modules(lua_raced.log)[before:])
+    assert recompiled == affected
+    assert "obj/lstrlib.o" in recompiled and len(recompiled) < len(new_inputs) // 2
+    workloads.check_binary("lua", root / "changed")
+    run = subprocess.run([root / "changed", "-e", "string.format('%y', 1)"],
+                         capture_output=True, text=True)  # fmt: skip
+    assert "no such conversion '%y' in 'format'" in run.stderr
