@@ -260,6 +260,10 @@ def _raise_stop(signum: int, _frame: object) -> None:
     raise _Stop(signum)
 
 
+def _ignore(_signum: int, _frame: object) -> None:
+    pass
+
+
 COMPILED = "compiled"
 CACHED = "cached"
 
@@ -329,15 +333,14 @@ class Distribution:
 
     def _halt(self, signum: int, threads: list[threading.Thread]) -> None:
         """Stop the running compilers with `signum` and wait until every worker has left
-        (each removes its own temporaries)."""
+        (each removes its own temporaries). Further stop signals are ignored meanwhile:
+        we are stopping already, and must not leave before the workers do."""
+        for sig in _STOP_SIGNALS:
+            _signal.signal(sig, _ignore)  # not SIG_IGN: compilers started now would inherit it
         with self.lock:
             self._stop_children(signum)
         for thread in threads:
-            while thread.is_alive():
-                try:
-                    thread.join()
-                except _Stop:
-                    continue  # a second signal: we are already stopping
+            thread.join()
 
     def _stop_children(self, signum: int) -> None:
         """Called with the lock held."""
@@ -487,9 +490,8 @@ def _job_failure(files: JobFile, job: Job, err: BaseException) -> DistLtoError:
     where = f"job {job.number + 1} of {len(files.jobs)} ({job.module} -> {job.output})"
     command = "command: " + " ".join(shlex.quote(arg) for arg in files.command(job)) + "\n"
     if isinstance(err, DistLtoError):
-        return DistLtoError(
-            f"{where}: {err.message}", status=err.status, detail=command + err.detail
-        )
+        message = err.message.removeprefix(f"{job.module}: ")  # already in `where`
+        return DistLtoError(f"{where}: {message}", status=err.status, detail=command + err.detail)
     if isinstance(err, OSError):
         return DistLtoError(
             f"{where}: {err.filename or ''}: {err.strerror or err}",

@@ -1,0 +1,360 @@
+"""`dist-lto distribute` when things go wrong, and what the user sees.
+
+Failures real clang cannot be made to produce on demand come from a fake compiler (a
+real executable, given to LLD as `--thinlto-remote-compiler=` or written into a job
+file) that misbehaves for one module and is the real clang for the others. Jobs run
+on a real job file LLD 22 wrote (`small_dtlto`, kept with `--save-temps`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import DtltoLink, Llvm
+from dist_lto.backend import object_problem
+from dist_lto.jobfile import read_job_file
+
+FAKE_COMPILER = """\
+import os
+import sys
+import time
+
+REAL = {real!r}
+args = sys.argv[1:]
+if "--version" in args:
+    os.execv(REAL, [REAL, *args])
+at = next(i for i, arg in enumerate(args) if arg.startswith("-fthinlto-index="))
+module, out = args[at - 1], args[args.index("-o") + 1]
+env = os.environ.get
+
+
+def note(event):
+    if env("FAKE_LOG"):
+        with open(env("FAKE_LOG"), "a") as log:
+            log.write(f"{{event}} {{os.getpid()}} {{module}}\\n")
+
+
+note("start")
+if env("FAKE_MODULE") and env("FAKE_MODULE") in module:
+    while env("FAKE_WAIT_STARTS") and open(env("FAKE_LOG")).read().count("start") < int(
+        env("FAKE_WAIT_STARTS")
+    ):
+        time.sleep(0.01)
+    mode = env("FAKE_MODE")
+    if mode == "fail":
+        print(f"fake: error: cannot compile {{module}}", file=sys.stderr)
+        sys.exit(3)
+    if mode == "empty":
+        open(out, "wb").close()
+        sys.exit(0)
+    if mode == "missing":
+        sys.exit(0)
+    if mode == "garbage":
+        with open(out, "wb") as f:
+            f.write(b"not an object")
+        sys.exit(0)
+    if mode == "crash":
+        os.kill(os.getpid(), 9)
+    if mode == "warn":
+        print("fake: warning: something to look at", file=sys.stderr)
+else:
+    time.sleep(float(env("FAKE_SLEEP", "0")))
+note("end")
+os.execv(REAL, [REAL, *args])
+"""
+
+
+@pytest.fixture(scope="module")
+def fake_compiler(tmp_path_factory: pytest.TempPathFactory, llvm: Llvm) -> Path:
+    path = tmp_path_factory.mktemp("fake") / "fake-clang"
+    path.write_text(f"#!{sys.executable}\n" + FAKE_COMPILER.format(real=llvm.clang))
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture(scope="module")
+def dist_lto(dist_lto_cmd: list[str]) -> str:
+    (exe,) = dist_lto_cmd
+    return exe
+
+
+def fake_env(tmp_path: Path, **settings: str) -> dict[str, str]:
+    env = {**os.environ, "FAKE_LOG": str(tmp_path / "fake.log")}
+    env.update({f"FAKE_{name.upper()}": value for name, value in settings.items()})
+    return env
+
+
+def fake_log(tmp_path: Path) -> list[tuple[str, int, str]]:
+    log = tmp_path / "fake.log"
+    if not log.exists():
+        return []
+    return [
+        (e, int(pid), m) for e, pid, m in (ln.split(" ", 2) for ln in log.read_text().splitlines())
+    ]
+
+
+def captured(tmp_path: Path, link: DtltoLink, compiler: Path | None = None) -> tuple[Path, Path]:
+    """A private copy of LLD's job file and inputs without the outputs: (directory, job file).
+    With `compiler`, the job file names it as `common.args[0]`."""
+    root = tmp_path / "link"
+    shutil.copytree(link.root, root)
+    for output in root.glob("*.native.o"):
+        output.unlink()
+    job_file = root / link.job_file
+    if compiler is not None:
+        doc = json.loads(job_file.read_text())
+        doc["common"]["args"][0] = str(compiler)
+        job_file.write_text(json.dumps(doc))
+    return root, job_file
+
+
+def distribute(
+    dist_lto: str, root: Path, job_file: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([dist_lto, "distribute", *args, job_file.name], cwd=root,
+                          capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+
+
+def leftovers(root: Path) -> list[str]:
+    return sorted(p.name for p in root.iterdir() if ".tmp-" in p.name)
+
+
+def job_for(job_file: Path, part: str) -> tuple[int, str, str]:
+    """(1-based number, module, output) of the job whose module contains `part`."""
+    (job,) = (j for j in read_job_file(str(job_file)).jobs if part in j.module)
+    return job.number + 1, job.module, job.output
+
+
+# ---------------------------------------------------------------------------------
+# Through a real LLD link
+
+
+@pytest.mark.parametrize(
+    ("mode", "module", "problem"),
+    [("fail", "twice", "exited with status 3"),
+     ("empty", "add", "exited 0 but its output is empty (0 bytes)")],
+)  # fmt: skip
+def test_a_failing_job_fails_the_link_naming_the_job_and_leaving_nothing(
+    mode: str, module: str, problem: str, tmp_path: Path, small_dtlto: DtltoLink,
+    fake_compiler: Path, dist_lto: str,
+) -> None:  # fmt: skip
+    root = tmp_path / "link"
+    root.mkdir()
+    for name in ("main.o", "shout.o", "libm.a"):
+        shutil.copy(small_dtlto.root / name, root / name)
+    done = subprocess.run(
+        [*small_dtlto.link, f"-fthinlto-distributor={dist_lto}", "-Xthinlto-distributor=distribute",
+         "-Xthinlto-distributor=--no-cache", f"-Wl,--thinlto-remote-compiler={fake_compiler}"],
+        cwd=root, capture_output=True, text=True, env=fake_env(tmp_path, mode=mode, module=module),
+    )  # fmt: skip
+    assert done.returncode != 0
+    lines = done.stderr.splitlines()
+    assert lines[0].startswith("dist-lto distribute: error: job ")
+    assert f" (libm.a({module}.o at " in lines[0]
+    assert lines[0].endswith(f"{fake_compiler} {problem}")
+    assert lines[1].startswith(f"command: {fake_compiler} -c ")
+    if mode == "fail":
+        assert "fake: error: cannot compile libm.a(twice.o at " in done.stderr
+    assert "distributor execution failed" in lines[-2]
+    assert sorted(p.name for p in root.iterdir()) == ["libm.a", "main.o", "shout.o"]
+
+
+def test_compiler_warnings_are_shown_and_the_link_succeeds(
+    tmp_path: Path, small_dtlto: DtltoLink, fake_compiler: Path, dist_lto: str
+) -> None:
+    root, job_file = captured(tmp_path, small_dtlto, fake_compiler)
+    done = distribute(dist_lto, root, job_file, "--no-cache",
+                      env=fake_env(tmp_path, mode="warn", module="shout"))  # fmt: skip
+    assert done.returncode == 0
+    assert done.stderr == "fake: warning: something to look at\n"
+
+
+# ---------------------------------------------------------------------------------
+# On a captured job file: exactly what is left behind
+
+
+@pytest.mark.parametrize(
+    ("mode", "status", "problem"),
+    [("fail", 3, "exited with status 3"),
+     ("empty", 1, "exited 0 but its output is empty (0 bytes)"),
+     ("missing", 1, "exited 0 but its output is missing"),
+     ("garbage", 1, "exited 0 but its output is not an ELF object (13 bytes)"),
+     ("crash", 137, "was killed by signal 9 (Killed)")],
+)  # fmt: skip
+def test_a_failed_job_leaves_no_output_and_no_temporary(
+    mode: str, status: int, problem: str, tmp_path: Path, small_dtlto: DtltoLink,
+    fake_compiler: Path, dist_lto: str,
+) -> None:  # fmt: skip
+    root, job_file = captured(tmp_path, small_dtlto, fake_compiler)
+    number, module, output = job_for(job_file, "add.o")
+    (root / output).write_bytes(b"stale output of an earlier run")
+    done = distribute(dist_lto, root, job_file, "--no-cache", "--jobs=1",
+                      env=fake_env(tmp_path, mode=mode, module="add"))  # fmt: skip
+    assert done.returncode == status
+    first = done.stderr.splitlines()[0]
+    assert first == (f"dist-lto distribute: error: job {number} of 4 ({module} -> {output}):"
+                     f" {fake_compiler} {problem}")  # fmt: skip
+    assert not (root / output).exists()
+    assert leftovers(root) == []
+    for job in read_job_file(str(job_file)).jobs:
+        path = root / job.output
+        assert not path.exists() or object_problem(str(path)) is None
+
+
+def test_the_first_failure_stops_running_jobs_and_starts_no_more(
+    tmp_path: Path, small_dtlto: DtltoLink, fake_compiler: Path, dist_lto: str
+) -> None:
+    root, job_file = captured(tmp_path, small_dtlto, fake_compiler)
+    jobs = read_job_file(str(job_file)).jobs
+    biggest = max(jobs, key=lambda job: (root / job.module).stat().st_size)  # runs first
+    env = fake_env(tmp_path, mode="fail", module=biggest.module, wait_starts="2", sleep="60")
+    done = distribute(dist_lto, root, job_file, "--no-cache", "--jobs=2", env=env)
+    assert done.returncode == 3
+    assert f"({biggest.module} -> {biggest.output})" in done.stderr.splitlines()[0]
+    log = fake_log(tmp_path)
+    assert [event for event, _, _ in log] == ["start", "start"]  # and no "end"
+    for _, pid, _ in log:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert leftovers(root) == []
+    assert not any((root / job.output).exists() for job in jobs)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_a_stop_signal_stops_every_compiler_and_leaves_nothing(
+    signum: int, tmp_path: Path, small_dtlto: DtltoLink, fake_compiler: Path, dist_lto: str
+) -> None:
+    root, job_file = captured(tmp_path, small_dtlto, fake_compiler)
+    env = fake_env(tmp_path, sleep="60")
+    proc = subprocess.Popen([dist_lto, "distribute", "--no-cache", "--jobs=2", job_file.name],
+                            cwd=root, env=env, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while len(fake_log(tmp_path)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signum)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signum
+    assert stderr == f"dist-lto distribute: error: stopped by signal {signum}\n"
+    log = fake_log(tmp_path)
+    assert [event for event, _, _ in log] == ["start", "start"]
+    for _, pid, _ in log:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert leftovers(root) == []
+    assert not list(root.glob("*.native.o"))
+
+
+def test_a_module_spelled_unlike_its_index_fails_before_its_compiler_runs(
+    tmp_path: Path, small_dtlto: DtltoLink, fake_compiler: Path, dist_lto: str
+) -> None:
+    root, job_file = captured(tmp_path, small_dtlto, fake_compiler)
+    doc = json.loads(job_file.read_text())
+    (job,) = (j for j in doc["jobs"] if j["inputs"][0] == "main.o")
+    job["args"] = ["./main.o" if a == "main.o" else a for a in job["args"]]
+    job["inputs"][0] = "./main.o"
+    job_file.write_text(json.dumps(doc))
+    done = distribute(dist_lto, root, job_file, "--no-cache", env=fake_env(tmp_path))
+    assert done.returncode == 2
+    assert "./main.o" in done.stderr.splitlines()[0]
+    assert "module './main.o' is not in this index (it has 'main.o'" in done.stderr
+    assert "./main.o" not in {module for _, _, module in fake_log(tmp_path)}
+
+
+# ---------------------------------------------------------------------------------
+# What the user sees
+
+
+def run_on_terminal(argv: list[str], cwd: Path) -> tuple[int, str]:
+    """Run `argv` with stderr (and stdout) on a pseudo-terminal: (status, what it showed)."""
+    primary, secondary = pty.openpty()
+    proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=secondary,
+                            stderr=secondary)  # fmt: skip
+    os.close(secondary)
+    shown = b""
+    while True:
+        ready, _, _ = select.select([primary], [], [], 60)
+        if not ready:
+            break
+        try:
+            chunk = os.read(primary, 4096)
+        except OSError:  # EIO: the terminal's other side closed
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(primary)
+    return proc.wait(timeout=60), shown.decode()
+
+
+def test_a_terminal_gets_one_updating_progress_line(
+    tmp_path: Path, small_dtlto: DtltoLink, dist_lto: str
+) -> None:
+    root, job_file = captured(tmp_path, small_dtlto)
+    status, shown = run_on_terminal([dist_lto, "distribute", "--no-cache", job_file.name], root)
+    assert status == 0
+    assert shown.endswith("\r\x1b[Kdist-lto distribute: 4/4 done, 0 cached, 0 running, "
+                          + shown.rsplit(", ", 1)[1])  # fmt: skip
+    assert shown.endswith(" s\r\n")
+    assert shown.count("\n") == 1  # one line, updated in place
+
+
+def test_verbose_lists_every_job_and_a_pipe_gets_nothing_else(
+    tmp_path: Path, small_dtlto: DtltoLink, dist_lto: str
+) -> None:
+    root, job_file = captured(tmp_path, small_dtlto)
+    cache = tmp_path / "cache"
+    quiet = distribute(dist_lto, root, job_file, f"--cache-dir={cache}")
+    assert (quiet.returncode, quiet.stderr) == (0, "")
+    for output in root.glob("*.native.o"):
+        output.unlink()
+    verbose = distribute(dist_lto, root, job_file, f"--cache-dir={cache}", "--verbose")
+    lines = verbose.stderr.splitlines()
+    assert lines[0] == (f"dist-lto distribute: 4 jobs from {job_file.name}, 2 at a time,"
+                       f" cache {cache}")  # fmt: skip
+    jobs = read_job_file(str(job_file)).jobs
+    listed = sorted(line.split("] ")[1].rsplit(" (", 1)[0] for line in lines[1:5])
+    assert listed == sorted(f"cached {job.module} -> {job.output}" for job in jobs)
+    assert lines[5].startswith("dist-lto distribute: 4 jobs done, 4 from the cache, in ")
+    assert len(lines) == 6
+
+
+def test_the_documented_command_line_works_with_the_default_cache(
+    tmp_path: Path, small_dtlto: DtltoLink, dist_lto: str
+) -> None:
+    """`-fthinlto-distributor=$(command -v dist-lto) -Xthinlto-distributor=distribute`."""
+    root = tmp_path / "link"
+    root.mkdir()
+    for name in ("main.o", "shout.o", "libm.a"):
+        shutil.copy(small_dtlto.root / name, root / name)
+    shell = (" ".join(small_dtlto.link) + ' -fthinlto-distributor="$(command -v dist-lto)"'
+             " -Xthinlto-distributor=distribute")  # fmt: skip
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg"),
+           "PATH": f"{os.path.dirname(dist_lto)}{os.pathsep}{os.environ['PATH']}"}  # fmt: skip
+    done = subprocess.run(["sh", "-c", shell], cwd=root, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert subprocess.run([root / "prog", "x"], capture_output=True, text=True).stdout == "4\n"
+    entries = list((tmp_path / "xdg" / "dist-lto" / "v1" / "entries").glob("*/*"))
+    assert len(entries) == 4
+
+
+def test_an_unusable_cache_costs_a_warning_not_the_link(
+    tmp_path: Path, small_dtlto: DtltoLink, dist_lto: str
+) -> None:
+    root, job_file = captured(tmp_path, small_dtlto)
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    done = distribute(dist_lto, root, job_file, f"--cache-dir={blocker}")
+    assert done.returncode == 0
+    assert done.stderr == (f"dist-lto distribute: warning: result cache not used: {blocker}:"
+                           " Not a directory\n")  # fmt: skip
+    assert len(list(root.glob("*.native.o"))) == 4
