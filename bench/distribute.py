@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""`dist-lto distribute` next to the other ways of running a ThinLTO link's backends.
+
+For each workload (Lua with its library in a thin archive, zstd with its library and
+assembly object in a regular archive), the same LLD 22 link is timed, wall clock,
+interleaved round by round (the order rotates), as
+
+    inprocess      LLD's own threads, --thinlto-jobs=<jobs>
+    serial         DTLTO, a distributor that runs the jobs one after another (LLVM's example)
+    threads        DTLTO, a plain <jobs>-thread distributor in job-file order
+    ours-j1        DTLTO, dist-lto distribute --jobs=1 --no-cache
+    ours-cold      DTLTO, dist-lto distribute --jobs=<jobs>, a new empty cache every round
+    ours-warm      DTLTO, dist-lto distribute --jobs=<jobs>, the cache of a cold link
+
+Distributors are started the way a user starts them: `dist-lto` is the console script,
+the reference distributors are Python scripts run by this interpreter. Medians per
+variant and workload, then ratios of the sums over the workloads. Every binary passes
+the workload's functional check once. Last lines:
+`distribute-cold/serial: <ratio>` and `distribute-cold/inprocess: <ratio>`.
+
+Usage: .venv/bin/python bench/distribute.py [--workloads lua,zstd] [--rounds 3] [--jobs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import workloads
+
+LLVM_AR = os.path.join(workloads.LLVM_BIN, "llvm-ar")
+VENV_BIN = Path(sys.executable).parent
+DIST_LTO = str(VENV_BIN / "dist-lto")
+
+SERIAL = """\
+import json, subprocess, sys
+with open(sys.argv[-1]) as f:
+    doc = json.load(f)
+for job in doc["jobs"]:
+    subprocess.run(doc["common"]["args"] + job["args"], check=True)
+"""
+
+THREADS = """\
+import json, subprocess, sys
+from concurrent.futures import ThreadPoolExecutor
+with open(sys.argv[-1]) as f:
+    doc = json.load(f)
+def run(job):
+    return subprocess.run(doc["common"]["args"] + job["args"]).returncode
+with ThreadPoolExecutor(int(sys.argv[1])) as pool:
+    sys.exit(max(pool.map(run, doc["jobs"]), default=0))
+"""
+
+VARIANTS = ["inprocess", "serial", "threads", "ours-j1", "ours-cold", "ours-warm"]
+
+
+def script(path: Path, body: str) -> str:
+    path.write_text(f"#!{sys.executable}\n{body}")
+    path.chmod(0o755)
+    return str(path)
+
+
+class Workload:
+    """One program, ready to link in `root` with every variant."""
+
+    def __init__(self, name: str, work: Path, jobs: int) -> None:
+        self.name = name
+        self.build = workloads.build(name, work / name)
+        self.root = self.build.root
+        thin = name == "lua"
+        lib = f"lib{name}.a"
+        members = [*self.build.library, *self.build.native]
+        subprocess.run([LLVM_AR, "rcs", *(["--thin"] if thin else []), lib, *members],
+                       cwd=self.root, check=True)  # fmt: skip
+        self.base = [workloads.CLANG, "-flto=thin", "-fuse-ld=lld", "-O2", *self.build.main,
+                     lib, *self.build.link_flags]  # fmt: skip
+        self.jobs = jobs
+        self.serial = script(work / "serial.py", SERIAL)
+        self.threads = script(work / "threads.py", THREADS)
+        self.caches = work / f"{name}-caches"
+        self.warm_cache = self.caches / "warm"
+        self.rounds = 0
+        self.checked: set[str] = set()
+
+    def command(self, variant: str) -> list[str]:
+        ours = [f"-fthinlto-distributor={DIST_LTO}", "-Xthinlto-distributor=distribute"]
+        if variant == "inprocess":
+            flags = [f"-Wl,--thinlto-jobs={self.jobs}"]
+        elif variant == "serial":
+            flags = [f"-fthinlto-distributor={self.serial}"]
+        elif variant == "threads":
+            flags = [f"-fthinlto-distributor={self.threads}", f"-Xthinlto-distributor={self.jobs}"]
+        elif variant == "ours-j1":
+            flags = [*ours, "-Xthinlto-distributor=--jobs=1", "-Xthinlto-distributor=--no-cache"]
+        else:
+            cache = self.warm_cache if variant == "ours-warm" else self.new_cache()
+            flags = [*ours, f"-Xthinlto-distributor=--jobs={self.jobs}",
+                     f"-Xthinlto-distributor=--cache-dir={cache}"]  # fmt: skip
+        return [*self.base, "-o", variant, *flags]
+
+    def new_cache(self) -> Path:
+        self.rounds += 1
+        return self.caches / f"cold{self.rounds}"
+
+    def time(self, variant: str) -> float:
+        start = time.perf_counter()
+        done = subprocess.run(self.command(variant), cwd=self.root, capture_output=True,
+                              text=True)  # fmt: skip
+        elapsed = time.perf_counter() - start
+        if done.returncode != 0:
+            raise SystemExit(f"{self.name} {variant}: link failed:\n{done.stderr}")
+        if variant not in self.checked:
+            workloads.check_binary(self.name, self.root / variant)
+            self.checked.add(variant)
+        return elapsed
+
+    def warm_up(self) -> None:
+        """Fill the warm cache, and bring inputs and tools into the page cache."""
+        self.time("inprocess")
+        self.time("ours-warm")  # the warm cache is still empty: this link fills it
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workloads", default="lua,zstd")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)))
+    args = parser.parse_args()
+    names = args.workloads.split(",")
+    with tempfile.TemporaryDirectory(prefix="bench-distribute-") as tmp:
+        work = Path(tmp)
+        loads = [Workload(name, work, args.jobs) for name in names]
+        times: dict[str, dict[str, list[float]]] = {w.name: {v: [] for v in VARIANTS}
+                                                     for w in loads}  # fmt: skip
+        for load in loads:
+            load.warm_up()
+        for round_ in range(args.rounds):
+            for load in loads:
+                shift = round_ % len(VARIANTS)
+                for variant in VARIANTS[shift:] + VARIANTS[:shift]:
+                    times[load.name][variant].append(load.time(variant))
+        medians = {n: {v: statistics.median(t) for v, t in by.items()} for n, by in times.items()}
+
+    print(f"# wall time in s, median of {args.rounds} interleaved rounds, jobs={args.jobs},"
+          f" {os.cpu_count()} CPUs; load average at the end: {os.getloadavg()[0]:.2f}")  # fmt: skip
+    print(f"{'workload':10}" + "".join(f"{v:>11}" for v in VARIANTS))
+    for name in names:
+        print(f"{name:10}" + "".join(f"{medians[name][v]:11.2f}" for v in VARIANTS))
+    total = {v: sum(medians[n][v] for n in names) for v in VARIANTS}
+    for name in names:
+        m = medians[name]
+        print(f"{name}: threads/inprocess: {m['threads'] / m['inprocess']:.3f}"
+              f"  distribute-cold/inprocess: {m['ours-cold'] / m['inprocess']:.3f}"
+              f"  distribute-cold/threads: {m['ours-cold'] / m['threads']:.3f}"
+              f"  cold/warm: {m['ours-cold'] / m['ours-warm']:.1f}")  # fmt: skip
+    print(f"distribute-j1/serial: {total['ours-j1'] / total['serial']:.3f}")
+    print(f"distribute-cold/threads: {total['ours-cold'] / total['threads']:.3f}")
+    print(f"distribute-cold/distribute-warm: {total['ours-cold'] / total['ours-warm']:.1f}")
+    print(f"distribute-cold/serial: {total['ours-cold'] / total['serial']:.3f}")
+    print(f"distribute-cold/inprocess: {total['ours-cold'] / total['inprocess']:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
