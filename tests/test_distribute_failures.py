@@ -32,6 +32,8 @@ import time
 REAL = {real!r}
 args = sys.argv[1:]
 if "--version" in args:
+    if os.environ.get("FAKE_NO_VERSION"):
+        sys.exit(1)
     os.execv(REAL, [REAL, *args])
 at = next(i for i, arg in enumerate(args) if arg.startswith("-fthinlto-index="))
 module, out = args[at - 1], args[args.index("-o") + 1]
@@ -358,3 +360,31 @@ def test_an_unusable_cache_costs_a_warning_not_the_link(
     assert done.stderr == (f"dist-lto distribute: warning: result cache not used: {blocker}:"
                            " Not a directory\n")  # fmt: skip
     assert len(list(root.glob("*.native.o"))) == 4
+
+
+def test_a_compiler_that_cannot_tell_its_version_runs_without_the_cache(
+    tmp_path: Path, small_dtlto: DtltoLink, fake_compiler: Path, dist_lto: str
+) -> None:
+    root, job_file = captured(tmp_path, small_dtlto, fake_compiler)
+    done = distribute(dist_lto, root, job_file, f"--cache-dir={tmp_path / 'cache'}",
+                      env=fake_env(tmp_path, no_version="1"))  # fmt: skip
+    assert done.returncode == 0
+    assert done.stderr == (f"dist-lto distribute: warning: result cache not used: {fake_compiler}:"
+                           " `--version` exited with status 1\n")  # fmt: skip
+    assert len(list(root.glob("*.native.o"))) == 4
+    assert not list((tmp_path / "cache").glob("v1/entries/*/*"))
+
+
+def test_a_missing_compiler_fails_every_job_it_would_run(
+    tmp_path: Path, small_dtlto: DtltoLink, dist_lto: str
+) -> None:
+    missing = tmp_path / "no" / "clang"
+    root, job_file = captured(tmp_path, small_dtlto, missing)
+    done = distribute(dist_lto, root, job_file, f"--cache-dir={tmp_path / 'cache'}")
+    assert done.returncode == 2
+    lines = done.stderr.splitlines()
+    assert lines[0] == (f"dist-lto distribute: warning: result cache not used: {missing}:"
+                        " compiler not found (common.args[0] of the job file)")  # fmt: skip
+    assert lines[1].startswith("dist-lto distribute: error: job ")
+    assert lines[1].endswith(f": {missing}: cannot run: No such file or directory")
+    assert leftovers(root) == [] and not list(root.glob("*.native.o"))

@@ -518,7 +518,15 @@ def _open_cache(
     except OSError as err:
         reporter.note(f"warning: result cache not used: {settings.cache_dir}: {err.strerror}")
         return None, None
-    return cache, KeyMaker(files, compiler_identity(files.compiler, settings.cache_dir))
+    try:
+        identity = compiler_identity(files.compiler, settings.cache_dir)
+    except BadInput as err:  # the jobs will say what is wrong with the compiler, if anything
+        reporter.note(f"warning: result cache not used: {err.message}")
+        return None, None
+    except OSError as err:
+        reporter.note(f"warning: result cache not used: {err.filename}: {err.strerror}")
+        return None, None
+    return cache, KeyMaker(files, identity)
 
 
 def main(argv: list[str]) -> int:
