@@ -1,0 +1,284 @@
+"""One DTLTO job as a REAPI action, held to the same strictness as a local backend.
+
+For each job: the Command is LLD's command unchanged (`common.args + job.args`, paths
+relative to the link's directory, the compiler by the absolute path the job file names,
+preinstalled on the workers per the platform properties) with the job's outputs
+declared; the input root holds exactly the job's inputs and the job file's common ones.
+The action cache is asked first, so a result computed by any machine is reused; on a
+miss the inputs are uploaded (only the blobs the CAS lacks) and the action is executed.
+Then, as for a local backend (`dist_lto.backend`): the module must be its index's
+primary module (checked before anything is sent), the compiler's status passes through,
+an exit 0 without a complete ELF object fails, and outputs are written under temporary
+names and renamed only after the checks, so nothing partial is ever left at an output.
+"""
+
+import os
+import threading
+from dataclasses import dataclass
+
+import grpc
+
+from dist_lto.backend import BackendFailed, check_primary, describe_status, object_problem
+from dist_lto.errors import EXIT_INTERNAL, BadInput
+from dist_lto.fsutil import remove_quietly, temp_path_for
+from dist_lto.jobfile import Job, JobFile
+from dist_lto.remote.cas import (
+    FileDigests,
+    MissingBlob,
+    Store,
+    build_tree,
+    key,
+    message_blob,
+    relative_parts,
+)
+from dist_lto.remote.connection import Connection, RemoteFailed
+from dist_lto.remote.protos import code_pb2, error_details_pb2, re_pb2
+from dist_lto.remote.settings import RemoteSettings
+
+EXECUTE_TIMEOUT = 3600.0
+"""Seconds one Execute call may wait for its action (queueing included)."""
+
+EXECUTED = "executed remotely"
+REMOTE_CACHED = "remote cache"
+
+
+@dataclass(frozen=True)
+class RemoteOutcome:
+    """What happened to one job: `how` (EXECUTED or REMOTE_CACHED), the worker that ran
+    it (from the ActionResult's execution metadata), the compiler's stderr."""
+
+    how: str
+    worker: str
+    stderr: bytes
+    action: str
+    """The action digest, `hash/size`."""
+
+
+class RemoteExecutor:
+    """Runs jobs of one job file on a REAPI engine; safe to call from many threads."""
+
+    def __init__(self, files: JobFile, settings: RemoteSettings) -> None:
+        self.files = files
+        self.settings = settings
+        self.connection = Connection(settings)
+        capabilities = self.connection.server_capabilities()
+        limit = capabilities.cache_capabilities.max_batch_total_size_bytes
+        self.store = Store(self.connection, limit)
+        self.digests = FileDigests()
+        self.platform = re_pb2.Platform(
+            properties=[re_pb2.Platform.Property(name=n, value=v) for n, v in settings.platform]
+        )
+        self._lock = threading.Lock()
+        self._calls: set[grpc.Future] = set()
+        self._stopping = False
+
+    def close(self) -> None:
+        self.connection.close()
+
+    def stop(self) -> None:
+        """Cancel every Execute in flight (a job failed, or we were signalled)."""
+        with self._lock:
+            self._stopping = True
+            calls = list(self._calls)
+        for call in calls:
+            call.cancel()
+
+    # One job ----------------------------------------------------------------------------
+
+    def run(self, job: Job) -> RemoteOutcome:
+        check_primary(job.module, job.index)
+        outputs = [relative_parts(path, "output") for path in job.outputs]
+        for path, parts in zip(job.outputs, outputs, strict=True):
+            if parts[:1] == [".."] or not parts:
+                raise BadInput(
+                    f"{path}: output is outside the link's directory; remote execution"
+                    " needs outputs below it"
+                )
+        inputs = list(dict.fromkeys([*self.files.inputs, *job.inputs]))
+        tree = build_tree(inputs, self.digests)
+        output_paths = sorted("/".join(parts) for parts in outputs)
+        command = re_pb2.Command(
+            arguments=self.files.command(job),
+            output_paths=output_paths,
+            working_directory=tree.working_directory,
+            platform=self.platform,
+        )
+        command_digest, command_data = message_blob(command)
+        action = re_pb2.Action(
+            command_digest=command_digest,
+            input_root_digest=tree.root,
+            platform=self.platform,
+        )
+        action_digest, action_data = message_blob(action)
+        action_id = f"{action_digest.hash}/{action_digest.size_bytes}"
+        blobs = {**tree.blobs, key(command_digest): command_data, key(action_digest): action_data}
+
+        result = self._cached(action_digest, action_id)
+        how = REMOTE_CACHED
+        if result is not None:
+            try:
+                stderr = self._finish(job, result, action_id)
+                return RemoteOutcome(how, result.execution_metadata.worker, stderr, action_id)
+            except MissingBlob:
+                result = None  # evicted from the CAS since: run it again
+        how = EXECUTED
+        self.store.upload(blobs, tree.files, action_id=action_id)
+        result, cached = self._execute(action_digest, action_id, blobs, tree.files)
+        if cached:
+            how = REMOTE_CACHED
+        stderr = self._finish(job, result, action_id)
+        return RemoteOutcome(how, result.execution_metadata.worker, stderr, action_id)
+
+    def _cached(self, digest: "re_pb2.Digest", action_id: str) -> "re_pb2.ActionResult | None":
+        request = re_pb2.GetActionResultRequest(
+            instance_name=self.connection.instance, action_digest=digest, inline_stderr=True,
+            digest_function=re_pb2.DigestFunction.SHA256,
+        )  # fmt: skip
+
+        def get() -> "re_pb2.ActionResult | None":
+            try:
+                return self.connection.ac.GetActionResult(
+                    request, metadata=self.connection.metadata(action_id), timeout=60
+                )
+            except grpc.RpcError as err:
+                if err.code() is grpc.StatusCode.NOT_FOUND:
+                    return None
+                raise
+
+        result = self.connection.call("GetActionResult", get)
+        if result is not None and result.exit_code != 0:
+            return None  # never reuse a failure
+        return result
+
+    def _execute(
+        self,
+        digest: "re_pb2.Digest",
+        action_id: str,
+        blobs: dict[tuple[str, int], bytes],
+        files: dict[tuple[str, int], str],
+    ) -> tuple["re_pb2.ActionResult", bool]:
+        """Execute the action until it completes; missing inputs are sent again, transient
+        failures (a worker lost mid-action, the engine restarting) retried, both bounded."""
+        request = re_pb2.ExecuteRequest(
+            instance_name=self.connection.instance, action_digest=digest,
+            digest_function=re_pb2.DigestFunction.SHA256,
+        )  # fmt: skip
+        attempts = self.settings.attempts
+        last = ""
+        for _attempt in range(attempts):
+            response = self.connection.call("Execute", lambda: self._wait(request, action_id))
+            status = response.status
+            if status.code == code_pb2.OK:
+                return response.result, response.cached_result
+            last = f"{code_pb2.Code.Name(status.code)}: {status.message}"
+            if status.code == code_pb2.FAILED_PRECONDITION and _missing(status):
+                self.store.upload(blobs, files, force=True, action_id=action_id)
+                continue
+            if status.code in _TRANSIENT_CODES:
+                continue
+            raise RemoteFailed(f"{self.settings.address}: Execute of action {action_id}: {last}")
+        raise RemoteFailed(
+            f"{self.settings.address}: Execute of action {action_id}: {last}"
+            f" (after {attempts} attempts)"
+        )
+
+    def _wait(self, request: "re_pb2.ExecuteRequest", action_id: str) -> "re_pb2.ExecuteResponse":
+        """One Execute call: follow its operation stream until the operation is done."""
+        with self._lock:
+            if self._stopping:
+                raise RemoteFailed(f"{self.settings.address}: stopped")
+            call = self.connection.execution.Execute(
+                request, metadata=self.connection.metadata(action_id), timeout=EXECUTE_TIMEOUT
+            )
+            self._calls.add(call)
+        try:
+            for operation in call:
+                if not operation.done:
+                    continue
+                if operation.HasField("error"):
+                    return re_pb2.ExecuteResponse(status=operation.error)
+                response = re_pb2.ExecuteResponse()
+                if not operation.response.Unpack(response):
+                    raise RemoteFailed(
+                        f"{self.settings.address}: Execute: the operation's response is a"
+                        f" {operation.response.type_url}, not an ExecuteResponse"
+                    )
+                return response
+        finally:
+            with self._lock:
+                self._calls.discard(call)
+        raise RemoteFailed(
+            f"{self.settings.address}: Execute of action {action_id}: the engine closed the"
+            " stream before the action completed"
+        )
+
+    # Results ----------------------------------------------------------------------------
+
+    def _finish(self, job: Job, result: "re_pb2.ActionResult", action_id: str) -> bytes:
+        """Check `result` like a local backend's run and put its outputs in place."""
+        stderr = result.stderr_raw
+        if not stderr and result.HasField("stderr_digest") and result.stderr_digest.size_bytes:
+            stderr = self.store.fetch([result.stderr_digest], action_id)[key(result.stderr_digest)]
+        worker = result.execution_metadata.worker or "an unnamed worker"
+        compiler = self.files.compiler
+        if result.exit_code != 0:
+            raise BackendFailed(
+                f"{job.module}: {compiler} {describe_status(result.exit_code)} on {worker}",
+                status=result.exit_code, detail=stderr.decode(errors="replace"),
+            )  # fmt: skip
+        by_path = {os.path.normpath(f.path): f for f in result.output_files}
+        produced = []
+        for path in job.outputs:
+            entry = by_path.get(os.path.normpath(path))
+            if entry is not None:
+                produced.append((path, entry))
+            elif path == job.output:
+                raise BackendFailed(
+                    f"{job.module}: {compiler} exited 0 on {worker} but its output is missing",
+                    status=EXIT_INTERNAL, detail=stderr.decode(errors="replace"),
+                )  # fmt: skip
+        needed = [e.digest for _, e in produced if not e.contents and e.digest.size_bytes]
+        data = self.store.fetch(needed, action_id) if needed else {}
+        temps: list[tuple[str, str]] = []
+        try:
+            for path, entry in produced:
+                directory = os.path.dirname(path)
+                if directory and not os.path.isdir(directory):
+                    raise BadInput(f"{path}: its directory does not exist")
+                tmp = temp_path_for(path)
+                temps.append((tmp, path))
+                with open(tmp, "wb") as f:
+                    f.write(entry.contents or data.get(key(entry.digest), b""))
+                if entry.is_executable:
+                    os.chmod(tmp, 0o755)
+            problem = object_problem(temps[0][0])
+            if problem:
+                raise BackendFailed(
+                    f"{job.module}: {compiler} exited 0 on {worker} but its output {problem}",
+                    status=EXIT_INTERNAL, detail=stderr.decode(errors="replace"),
+                )  # fmt: skip
+            for tmp, path in temps[1:]:
+                os.replace(tmp, path)
+            os.replace(*temps[0])  # the object last: it is what says the job is done
+        except BaseException:
+            for tmp, _ in temps:
+                remove_quietly(tmp)
+            raise
+        return stderr
+
+
+_TRANSIENT_CODES = frozenset({
+    code_pb2.UNAVAILABLE, code_pb2.ABORTED, code_pb2.RESOURCE_EXHAUSTED,
+    code_pb2.DEADLINE_EXCEEDED, code_pb2.INTERNAL,
+})  # fmt: skip
+"""ExecuteResponse statuses worth another Execute: BuildBarn reports an action whose
+worker vanished as one of these."""
+
+
+def _missing(status: "re_pb2.google_dot_rpc_dot_status__pb2.Status") -> bool:  # type: ignore[name-defined]
+    """Whether a FAILED_PRECONDITION lists missing blobs (REAPI's PreconditionFailure)."""
+    for detail in status.details:
+        failure = error_details_pb2.PreconditionFailure()
+        if detail.Unpack(failure) and any(v.type == "MISSING" for v in failure.violations):
+            return True
+    return False
