@@ -93,7 +93,8 @@ class _Worker:
             os.waitpid(self.pid, 0)
 
 
-def _remove(paths: list[str]) -> None:
+def remove_files(paths: list[str]) -> None:
+    """Remove what a failed run wrote; files already gone are fine."""
     for path in paths:
         with contextlib.suppress(OSError):
             os.unlink(path)
@@ -134,7 +135,7 @@ def run(parts: list[Part], read_shared: Callable[[], None],
             failure = failure or error
         if failure is not None:
             for part in parts:
-                _remove(part.outputs())
+                remove_files(part.outputs())
             raise failure
     finally:
         for worker in workers:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from dist_lto import index_step, linkline, parts
 from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.fsutil import write_atomic
-from dist_lto.index_step import DirListing, Layout, norm
+from dist_lto.index_step import DirListing, Layout
 from dist_lto.jsonio import dumps
 from dist_lto.meta import (
     ArchiveInput,
@@ -43,7 +43,7 @@ from dist_lto.plans import (
     ObjectPlan,
     response_file,
 )
-from dist_lto.spelling import all_plain, is_plain
+from dist_lto.spelling import all_plain, is_plain, norm
 
 _NO_IMPORTS: tuple[list[int], list[int], list[tuple[int, int]]] = ([], [], [])
 
@@ -424,7 +424,7 @@ class _Planner:
                 dirs.ensure_parent(o.plan_output)
                 _write_direct(o.plan_output, dumps(self.object_plan(o)))
         except BaseException:
-            _remove(self.object_outputs(objects))
+            parts.remove_files(self.object_outputs(objects))
             raise
 
     def write_link(self, raw_linker: bool) -> None:
@@ -444,14 +444,8 @@ class _Planner:
             dirs.ensure_parent(self.meta.link_plan_output)
             write_atomic(self.meta.link_plan_output, dumps(self.link_plan()))
         except BaseException:
-            _remove(written)
+            parts.remove_files(written)
             raise
-
-
-def _remove(paths: list[str]) -> None:
-    for path in paths:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
 
 
 class _Dirs:
