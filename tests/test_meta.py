@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import json
+import os
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
+from dist_lto import cli
 from dist_lto.errors import BadInput
 from dist_lto.meta import (
     ArchiveInput,
@@ -270,3 +276,22 @@ def test_any_mutation_of_a_manifest_is_accepted_or_rejected_cleanly(data: st.Dat
         parse_manifest(doc, "m.json")
     except BadInput as err:
         assert err.message.startswith("m.json: /") and "\n" not in err.message
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mutated_metas())
+def test_planner_on_any_mutated_meta_exits_cleanly_with_one_line(doc: Any) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "meta.json").write_text(json.dumps(doc))
+        err = io.StringIO()
+        cwd = os.getcwd()
+        os.chdir(tmp)
+        try:
+            with contextlib.redirect_stderr(err):
+                status = cli.run("plan", ["--replay", "meta.json"])
+        finally:
+            os.chdir(cwd)
+        assert status == 2  # bad meta, or (valid) no index list to replay
+        assert err.getvalue().startswith("dist-lto plan: error: ")
+        assert err.getvalue().count("\n") == 1
+        assert sorted(os.listdir(tmp)) == ["meta.json"]
