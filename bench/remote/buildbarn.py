@@ -22,6 +22,7 @@ state, logs and a description (`engine.json`) under one state directory.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -89,9 +90,7 @@ def built() -> bool:
 
 def _go(args: list[str], cwd: Path) -> str:
     go = shutil.which("go") or "/usr/local/go/bin/go"
-    proc = subprocess.run(
-        [go, *args], cwd=cwd, env=_go_env(), capture_output=True, text=True
-    )
+    proc = subprocess.run([go, *args], cwd=cwd, env=_go_env(), capture_output=True, text=True)
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
         raise EngineError(f"go {' '.join(args)} failed in {cwd}:\n{tail}")
@@ -230,7 +229,7 @@ class Engine:
 
     @property
     def workers(self) -> list[str]:
-        return sorted(name[len("worker-"):] for name in self.pids if name.startswith("worker-"))
+        return sorted(name[len("worker-") :] for name in self.pids if name.startswith("worker-"))
 
     def log(self, name: str) -> Path:
         return self.state / "logs" / f"{name}.log"
@@ -271,14 +270,16 @@ class Engine:
             time.sleep(0.05)
 
     def start_core(self) -> None:
-        (self.state / "storage").mkdir(parents=True, exist_ok=True)
+        for name in ("cas-state", "ac-state"):
+            (self.state / "storage" / name).mkdir(parents=True, exist_ok=True)
         self._spawn("storage", "bb_storage", "storage.jsonnet")
         self._wait_for("storage", lambda: _listening(self.storage_port))
         self._spawn("scheduler", "bb_scheduler", "scheduler.jsonnet")
         self._wait_for(
             "scheduler",
-            lambda: _listening(self.scheduler_client_port)
-            and _listening(self.scheduler_worker_port),
+            lambda: (
+                _listening(self.scheduler_client_port) and _listening(self.scheduler_worker_port)
+            ),
         )
 
     def start_worker(self, worker: str) -> None:
@@ -304,10 +305,14 @@ class Engine:
         self.save()
 
     def stop(self) -> None:
-        for name in sorted(self.pids, key=lambda n: ("worker", "runner", "sched", "stor").index(
-                next(p for p in ("worker", "runner", "sched", "stor") if n.startswith(p)))):
+        for name in sorted(
+            self.pids,
+            key=lambda n: ("worker", "runner", "sched", "stor").index(
+                next(p for p in ("worker", "runner", "sched", "stor") if n.startswith(p))
+            ),
+        ):
             _kill(self.pids[name], signal.SIGTERM)
-        for name, pid in self.pids.items():
+        for pid in self.pids.values():
             deadline = time.monotonic() + 10
             while _alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.05)
@@ -317,8 +322,10 @@ class Engine:
         (self.state / "engine.json").unlink(missing_ok=True)
 
     def running(self) -> bool:
-        return bool(self.pids) and all(_alive(p) for p in self.pids.values()) and _listening(
-            self.storage_port
+        return (
+            bool(self.pids)
+            and all(_alive(p) for p in self.pids.values())
+            and _listening(self.storage_port)
         )
 
     def save(self) -> None:
@@ -355,10 +362,8 @@ def _registered(log: Path) -> bool:
 
 
 def _kill(pid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def _tail(path: Path, lines: int = 15) -> str:
@@ -409,8 +414,13 @@ def main(argv: list[str]) -> int:
         help=f"client port; the scheduler takes the next two (default {DEFAULT_PORT})",
     )  # fmt: skip
     for name in ("start", "stop", "status"):
-        target = p_start if name == "start" else sub.add_parser(
-            name, help="stop the engine" if name == "stop" else "print the address if it runs")
+        target = (
+            p_start
+            if name == "start"
+            else sub.add_parser(
+                name, help="stop the engine" if name == "stop" else "print the address if it runs"
+            )
+        )
         target.add_argument(
             "--state", type=Path, default=DEFAULT_STATE,
             help=f"state directory (default {DEFAULT_STATE.relative_to(REPO)})",

@@ -25,12 +25,15 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
     import argparse
 
+    from dist_lto.remote.executor import RemoteExecutor
     from dist_lto.result_cache import KeyMaker, ResultCache
 
 PROG = "dist-lto distribute"
 USAGE = (
     "dist-lto distribute [-h] [--jobs N] [--cache-dir DIR | --no-cache]\n"
-    "                           [--cache-max-size SIZE] [--verbose] JOB_FILE"
+    "                           [--cache-max-size SIZE] [--verbose]\n"
+    "                           [--remote grpc://HOST:PORT [--instance NAME]\n"
+    "                            [--remote-header K=V]... [--platform K=V]...] JOB_FILE"
 )
 DESCRIPTION = """\
 A distributor for LLD's distributed ThinLTO (DTLTO). LLD runs it with the job file it
@@ -46,7 +49,12 @@ complete ELF object. On the first failure no new job starts, running ones are st
 and the failing job's command and stderr are printed. Objects are written under
 temporary names and renamed, so no output is ever left half-written. Results are kept
 in a cache shared by every link (safe when links run at once); a job whose compiler,
-arguments and input contents were seen before runs no compiler."""
+arguments and input contents were seen before runs no compiler.
+
+With --remote, each job runs as an action on a Remote Execution API engine (BuildBarn,
+say) instead of here: the engine's action cache is asked first, so results any machine
+computed are reused; inputs go to its CAS, the outputs come back and are checked as
+strictly as local ones (docs/remote.md)."""
 EPILOG = """\
 The job file is LLD 22's format (docs/distribute.md); anything else is rejected with its
 JSON pointer (exit 2). Progress: one updating line when stderr is a terminal, otherwise
@@ -67,9 +75,16 @@ _FLAG_OPTIONS = {"--no-cache": "no_cache", "--verbose": "verbose", "-v": "verbos
 class Options:
     """The command line, as strings (checked by `settings`)."""
 
-    __slots__ = ("cache_dir", "cache_max_size", "job_file", "jobs", "no_cache", "verbose")
+    __slots__ = (
+        "cache_dir", "cache_max_size", "instance", "job_file", "jobs", "no_cache", "platform",
+        "remote", "remote_header", "verbose",
+    )  # fmt: skip
 
     def __init__(self) -> None:
+        self.remote: str | None = None
+        self.instance: str | None = None
+        self.remote_header: list[str] = []
+        self.platform: list[str] | None = None
         self.job_file = ""
         self.jobs: str | None = None
         self.cache_dir: str | None = None
@@ -144,6 +159,29 @@ def build_parser() -> "argparse.ArgumentParser":
         action="store_true",
         help="print a line for every job (compiled or cached, and its time)",
     )
+    remote = parser.add_argument_group("remote execution (docs/remote.md)")
+    remote.add_argument(
+        "--remote",
+        metavar="grpc://HOST:PORT",
+        help="run the jobs on this Remote Execution API engine (plaintext gRPC)",
+    )
+    remote.add_argument(
+        "--instance", metavar="NAME", help="the engine's instance name (default: none)"
+    )
+    remote.add_argument(
+        "--remote-header",
+        metavar="K=V",
+        action="append",
+        default=[],
+        help="gRPC metadata sent with every remote call (repeatable; an auth token, say)",
+    )
+    remote.add_argument(
+        "--platform",
+        metavar="K=V",
+        action="append",
+        help="platform property of every action (repeatable; replaces the default"
+        " OSFamily=linux toolchain=llvm-22, which says the compiler is preinstalled)",
+    )
     parser.add_argument(
         "job_file",
         metavar="JOB_FILE",
@@ -166,12 +204,21 @@ def parse_args(argv: list[str]) -> Options:
 class Settings:
     """Checked options."""
 
-    __slots__ = ("cache_dir", "cache_max_size", "jobs", "verbose")
+    __slots__ = ("cache_dir", "cache_max_size", "jobs", "remote", "verbose")
 
     def __init__(self, opts: Options) -> None:
         from dist_lto.result_cache import DEFAULT_MAX_SIZE, default_cache_dir, parse_size
 
-        self.jobs = _cpu_count()
+        self.remote = None
+        if opts.remote is not None:
+            from dist_lto.remote.settings import settings_from_options
+
+            self.remote = settings_from_options(
+                opts.remote, opts.instance, opts.remote_header, opts.platform
+            )
+        elif opts.instance is not None or opts.remote_header or opts.platform is not None:
+            raise BadInput("--instance, --remote-header and --platform need --remote")
+        self.jobs = _cpu_count() if self.remote is None else REMOTE_JOBS
         if opts.jobs is not None:
             if not (opts.jobs.isascii() and opts.jobs.isdigit() and int(opts.jobs) > 0):
                 raise BadInput(f"--jobs: expected a positive integer, got {opts.jobs!r}")
@@ -184,6 +231,11 @@ class Settings:
             except ValueError as err:
                 raise BadInput(f"--cache-max-size: {err}") from None
         self.verbose = opts.verbose
+
+
+REMOTE_JOBS = 16
+"""Jobs in flight at once with --remote when --jobs is not given: each only waits on
+the engine, whose workers decide the real parallelism."""
 
 
 def _cpu_count() -> int:
@@ -278,8 +330,11 @@ class Distribution:
         reporter: Reporter,
         cache: "ResultCache | None" = None,
         keys: "KeyMaker | None" = None,
+        remote: "RemoteExecutor | None" = None,
     ) -> None:
         self.files = files
+        self.remote = remote
+        """Where jobs run when not here: the seam between local and remote execution."""
         self.reporter = reporter
         self.cache = cache
         self.keys = keys
@@ -346,6 +401,8 @@ class Distribution:
         """Called with the lock held."""
         if not self.stopping:
             self.stopping = signum
+        if self.remote is not None:
+            self.remote.stop()
         for handle in self.children.values():
             _signal_child(handle, signum)
 
@@ -389,6 +446,25 @@ class Distribution:
         key = self._key(job)
         if key is not None and self._restore(key, job):
             return CACHED
+        how = self._run_local(job) if self.remote is None else self._run_remote(job)
+        if key is not None and all(os.path.exists(extra) for extra in job.outputs[1:]):
+            self._store(key, job)
+        return how
+
+    def _run_remote(self, job: Job) -> str:
+        from dist_lto.remote.executor import REMOTE_CACHED
+
+        assert self.remote is not None
+        outcome = self.remote.run(job)
+        if outcome.stderr:
+            with self.lock:
+                self.reporter.warnings(outcome.stderr)
+        worker = outcome.worker or "an unnamed worker"
+        if outcome.how == REMOTE_CACHED:
+            return f"from the remote action cache (ran on {worker})"
+        return f"executed remotely on {worker}"
+
+    def _run_local(self, job: Job) -> str:
         for extra in job.outputs[1:]:
             remove_quietly(extra)
         try:
@@ -410,8 +486,6 @@ class Distribution:
         if warnings:
             with self.lock:
                 self.reporter.warnings(warnings)
-        if key is not None and all(os.path.exists(extra) for extra in job.outputs[1:]):
-            self._store(key, job)
         return COMPILED
 
     def _started(self, job: Job, pid: int) -> None:
@@ -537,13 +611,23 @@ def main(argv: list[str]) -> int:
     if not files.jobs:
         return 0
     cache, keys = _open_cache(files, settings, reporter)
-    distribution = Distribution(files, settings.jobs, reporter, cache, keys)
+    remote = None
+    if settings.remote is not None:
+        from dist_lto.remote.executor import RemoteExecutor
+
+        remote = RemoteExecutor(files, settings.remote)
+    distribution = Distribution(files, settings.jobs, reporter, cache, keys, remote)
     if settings.verbose:
         reporter.note(
             f"{len(files.jobs)} jobs from {files.path}, {distribution.workers} at a"
             f" time, cache {settings.cache_dir or 'off'}"
+            + (f", remote {settings.remote.address}" if settings.remote else "")
         )
-    distribution.run()
+    try:
+        distribution.run()
+    finally:
+        if remote is not None:
+            remote.close()
     if cache is not None and distribution.stored:
         try:
             pruned = cache.prune()

@@ -218,7 +218,6 @@ class Store:
                 instance_name=self.connection.instance,
                 blob_digests=[re_pb2.Digest(hash=h, size_bytes=s) for h, s in
                               keys[start : start + 4096]],
-                digest_function=re_pb2.DigestFunction.SHA256,
             )  # fmt: skip
             response = self.connection.call(
                 "FindMissingBlobs",
@@ -238,7 +237,6 @@ class Store:
                 )
                 for (h, s), data in items
             ],
-            digest_function=re_pb2.DigestFunction.SHA256,
         )
         response = self.connection.call(
             "BatchUpdateBlobs",
@@ -314,7 +312,6 @@ class Store:
     ) -> dict[tuple[str, int], bytes]:
         request = re_pb2.BatchReadBlobsRequest(
             instance_name=self.connection.instance, digests=digests,
-            digest_function=re_pb2.DigestFunction.SHA256,
         )  # fmt: skip
         response = self.connection.call(
             "BatchReadBlobs",
@@ -359,9 +356,7 @@ class MissingBlob(RemoteFailed):
     """The CAS lost a blob an action result names (evicted): run the action again."""
 
     def __init__(self, address: str, digest: "re_pb2.Digest") -> None:
-        super().__init__(
-            f"{address}: the CAS does not hold blob {digest.hash}/{digest.size_bytes}"
-        )
+        super().__init__(f"{address}: the CAS does not hold blob {digest.hash}/{digest.size_bytes}")
 
 
 def _check(address: str, digest: "re_pb2.Digest", data: bytes) -> None:

@@ -78,7 +78,6 @@ class Connection:
             tool_details=re_pb2.ToolDetails(tool_name="dist-lto", tool_version=_version()),
             action_id=action_id,
             tool_invocation_id=self.invocation_id,
-            action_mnemonic="ThinLtoBackend",
         )
         return (*self.settings.headers, (REQUEST_METADATA_KEY, request.SerializeToString()))
 
@@ -118,7 +117,7 @@ class Connection:
                 timeout=30,
             ),
         )
-        functions = caps.cache_capabilities.digest_functions
+        functions = caps.cache_capabilities.digest_function
         if functions and re_pb2.DigestFunction.SHA256 not in functions:
             raise RemoteFailed(f"{self.settings.address}: the engine does not accept SHA-256")
         if not caps.execution_capabilities.exec_enabled:

@@ -6,19 +6,34 @@ preinstalled on the workers per the platform properties) with the job's outputs
 declared; the input root holds exactly the job's inputs and the job file's common ones.
 The action cache is asked first, so a result computed by any machine is reused; on a
 miss the inputs are uploaded (only the blobs the CAS lacks) and the action is executed.
+
+LLD names a job's index and object after its process id, and archive members after it
+too (inside the indexes), so the same backend is a different action in every link. So
+each result is also filed in the action cache under a *result key*: a stand-in action
+whose command names the job's spelling-free key (`result_cache.KeyMaker`: arguments
+with paths as placeholders, input contents, indexes without module paths) and the
+platform, whose compiler it promises. Any link of the same code, on any machine, finds
+its backends there first; outputs are listed by position (`0`, `1`, ...).
 Then, as for a local backend (`dist_lto.backend`): the module must be its index's
 primary module (checked before anything is sent), the compiler's status passes through,
 an exit 0 without a complete ELF object fails, and outputs are written under temporary
 names and renamed only after the checks, so nothing partial is ever left at an output.
 """
 
+import contextlib
 import os
 import threading
 from dataclasses import dataclass
 
 import grpc
 
-from dist_lto.backend import BackendFailed, check_primary, describe_status, object_problem
+from dist_lto.backend import (
+    BackendFailed,
+    check_primary,
+    describe_status,
+    object_problem,
+    prepare_outputs,
+)
 from dist_lto.errors import EXIT_INTERNAL, BadInput
 from dist_lto.fsutil import remove_quietly, temp_path_for
 from dist_lto.jobfile import Job, JobFile
@@ -58,8 +73,14 @@ class RemoteExecutor:
     """Runs jobs of one job file on a REAPI engine; safe to call from many threads."""
 
     def __init__(self, files: JobFile, settings: RemoteSettings) -> None:
+        from dist_lto.result_cache import KeyMaker
+
         self.files = files
         self.settings = settings
+        identity = "\0".join(
+            ["remote", files.compiler, *(f"{n}={v}" for n, v in settings.platform)]
+        )
+        self.keys = KeyMaker(files, identity)
         self.connection = Connection(settings)
         capabilities = self.connection.server_capabilities()
         limit = capabilities.cache_capabilities.max_batch_total_size_bytes
@@ -94,6 +115,9 @@ class RemoteExecutor:
                     f"{path}: output is outside the link's directory; remote execution"
                     " needs outputs below it"
                 )
+        prepare_outputs(job.output, None)  # a failure now must not leave an old one
+        for extra in job.outputs[1:]:
+            remove_quietly(extra)
         inputs = list(dict.fromkeys([*self.files.inputs, *job.inputs]))
         tree = build_tree(inputs, self.digests)
         output_paths = sorted("/".join(parts) for parts in outputs)
@@ -113,26 +137,57 @@ class RemoteExecutor:
         action_id = f"{action_digest.hash}/{action_digest.size_bytes}"
         blobs = {**tree.blobs, key(command_digest): command_data, key(action_digest): action_data}
 
-        result = self._cached(action_digest, action_id)
-        how = REMOTE_CACHED
-        if result is not None:
+        real_names = {os.path.normpath(path): path for path in job.outputs}
+        result_key = self.keys.key(job)
+        key_digest = _key_action(result_key, self.platform) if result_key else None
+        for digest, names in ((key_digest, _position_names(job)), (action_digest, real_names)):
+            result = self._cached(digest, action_id) if digest is not None else None
+            if result is None:
+                continue
             try:
-                stderr = self._finish(job, result, action_id)
-                return RemoteOutcome(how, result.execution_metadata.worker, stderr, action_id)
+                stderr = self._finish(job, result, names, action_id)
             except MissingBlob:
-                result = None  # evicted from the CAS since: run it again
-        how = EXECUTED
+                continue  # evicted from the CAS since: run it again
+            if digest is action_digest and key_digest is not None:
+                self._file_under_key(key_digest, result, job, action_id)
+            return RemoteOutcome(REMOTE_CACHED, result.execution_metadata.worker, stderr, action_id)
         self.store.upload(blobs, tree.files, action_id=action_id)
         result, cached = self._execute(action_digest, action_id, blobs, tree.files)
-        if cached:
-            how = REMOTE_CACHED
-        stderr = self._finish(job, result, action_id)
+        stderr = self._finish(job, result, real_names, action_id)
+        if key_digest is not None:
+            self._file_under_key(key_digest, result, job, action_id)
+        how = REMOTE_CACHED if cached else EXECUTED
         return RemoteOutcome(how, result.execution_metadata.worker, stderr, action_id)
+
+    def _file_under_key(
+        self, digest: "re_pb2.Digest", result: "re_pb2.ActionResult", job: Job, action_id: str
+    ) -> None:
+        """File a checked result under the job's result key, outputs named by position.
+        An engine that refuses costs only reuse across links: never fail the job for it."""
+        keyed = re_pb2.ActionResult()
+        keyed.CopyFrom(result)
+        del keyed.output_files[:]
+        position = {os.path.normpath(path): str(i) for i, path in enumerate(job.outputs)}
+        for entry in result.output_files:
+            name = position.get(os.path.normpath(entry.path))
+            if name is not None:
+                keyed.output_files.add(
+                    path=name, digest=entry.digest, is_executable=entry.is_executable
+                )
+        request = re_pb2.UpdateActionResultRequest(
+            instance_name=self.connection.instance, action_digest=digest, action_result=keyed
+        )
+        with contextlib.suppress(RemoteFailed):
+            self.connection.call(
+                "UpdateActionResult",
+                lambda: self.connection.ac.UpdateActionResult(
+                    request, metadata=self.connection.metadata(action_id), timeout=60
+                ),
+            )
 
     def _cached(self, digest: "re_pb2.Digest", action_id: str) -> "re_pb2.ActionResult | None":
         request = re_pb2.GetActionResultRequest(
             instance_name=self.connection.instance, action_digest=digest, inline_stderr=True,
-            digest_function=re_pb2.DigestFunction.SHA256,
         )  # fmt: skip
 
         def get() -> "re_pb2.ActionResult | None":
@@ -161,7 +216,6 @@ class RemoteExecutor:
         failures (a worker lost mid-action, the engine restarting) retried, both bounded."""
         request = re_pb2.ExecuteRequest(
             instance_name=self.connection.instance, action_digest=digest,
-            digest_function=re_pb2.DigestFunction.SHA256,
         )  # fmt: skip
         attempts = self.settings.attempts
         last = ""
@@ -214,8 +268,11 @@ class RemoteExecutor:
 
     # Results ----------------------------------------------------------------------------
 
-    def _finish(self, job: Job, result: "re_pb2.ActionResult", action_id: str) -> bytes:
-        """Check `result` like a local backend's run and put its outputs in place."""
+    def _finish(
+        self, job: Job, result: "re_pb2.ActionResult", names: dict[str, str], action_id: str
+    ) -> bytes:
+        """Check `result` like a local backend's run and put its outputs in place;
+        `names` maps the result's output paths to the job's."""
         stderr = result.stderr_raw
         if not stderr and result.HasField("stderr_digest") and result.stderr_digest.size_bytes:
             stderr = self.store.fetch([result.stderr_digest], action_id)[key(result.stderr_digest)]
@@ -226,10 +283,10 @@ class RemoteExecutor:
                 f"{job.module}: {compiler} {describe_status(result.exit_code)} on {worker}",
                 status=result.exit_code, detail=stderr.decode(errors="replace"),
             )  # fmt: skip
-        by_path = {os.path.normpath(f.path): f for f in result.output_files}
+        by_path = {names[f.path]: f for f in result.output_files if f.path in names}
         produced = []
         for path in job.outputs:
-            entry = by_path.get(os.path.normpath(path))
+            entry = by_path.get(path)
             if entry is not None:
                 produced.append((path, entry))
             elif path == job.output:
@@ -265,6 +322,26 @@ class RemoteExecutor:
                 remove_quietly(tmp)
             raise
         return stderr
+
+
+KEY_SALT = b"dist-lto backend result key 1"
+"""Salt of result-key actions: they are never executed, only looked up and filed."""
+
+
+def _key_action(result_key: str, platform: "re_pb2.Platform") -> "re_pb2.Digest":
+    command = re_pb2.Command(arguments=["dist-lto-result-key", result_key], platform=platform)
+    empty_root, _ = message_blob(re_pb2.Directory())
+    action = re_pb2.Action(
+        command_digest=message_blob(command)[0],
+        input_root_digest=empty_root,
+        platform=platform,
+        salt=KEY_SALT,
+    )
+    return message_blob(action)[0]
+
+
+def _position_names(job: Job) -> dict[str, str]:
+    return {str(i): path for i, path in enumerate(job.outputs)}
 
 
 _TRANSIENT_CODES = frozenset({

@@ -57,8 +57,15 @@ def parse_instance(text: str) -> str:
     if not text:
         return ""
     for segment in text.split("/"):
-        if not segment or segment in ("blobs", "uploads", "actions", "actionResults",
-                                      "operations", "capabilities", "compressed-blobs"):
+        if not segment or segment in (
+            "blobs",
+            "uploads",
+            "actions",
+            "actionResults",
+            "operations",
+            "capabilities",
+            "compressed-blobs",
+        ):
             raise BadInput(
                 f"--instance: {text!r} has an empty or reserved segment {segment!r}"
             )  # fmt: skip
