@@ -367,6 +367,8 @@ def prepare_outputs(output: str, dwo: str | None) -> None:
     that a failure now cannot leave them looking fresh."""
     for path in (output, dwo):
         if path:
+            if path.endswith("/") or os.path.isdir(path):
+                raise BadInput(f"{path}: is a directory, not a file to write")
             directory = os.path.dirname(path)
             if directory and not os.path.isdir(directory):
                 raise BadInput(f"{path}: its directory does not exist")

@@ -1,0 +1,55 @@
+"""Bugs the reliability campaign (bench/fuzz.py, the kill tests) found, one test each.
+
+Each test is the smallest input that showed the bug, run the way users run the tool;
+real clang and LLD where the behaviour depends on them, a fake compiler only where
+real clang cannot be made to misbehave on demand.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, ThinIndex
+from dist_lto.toolchain import tool
+
+OPT = [sys.executable, "-S", "-E", str(REPO / "tools" / "dist_lto" / "__main__.py"), "opt"]
+MODULE = "obj/lzio.o"
+"""A Lua module that imports nothing, so it can be compiled on its own."""
+
+
+@pytest.fixture
+def lzio(tmp_path: Path, lua_thin_index: ThinIndex) -> Path:
+    """A private copy of one module and its index, spelled `obj/lzio.o` from the returned
+    directory (a failing fix must not damage the shared fixture)."""
+    work = tmp_path / "w"
+    (work / "obj").mkdir(parents=True)
+    for name in (MODULE, f"{MODULE}.thinlto.bc"):
+        shutil.copy(lua_thin_index.root / name, work / name)
+    (work / "out").mkdir()
+    return work
+
+
+def opt(work: Path, out: str, *extra: str, clang: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*OPT, "--input", MODULE, "--index", f"{MODULE}.thinlto.bc", "--out", out, *extra, "--",
+         clang or tool("clang")],
+        cwd=work, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------
+# opt and the backend runner
+
+
+@pytest.mark.parametrize("out", ["out", "out/", ".", "out/."])
+def test_opt_output_naming_a_directory_is_bad_input(lzio: Path, out: str) -> None:
+    result = opt(lzio, out)
+    assert result.returncode == 2, result.stderr
+    assert "is a directory" in result.stderr
+    assert "internal error" not in result.stderr
+    assert sorted(p.name for p in lzio.iterdir()) == ["obj", "out"]
+    assert list((lzio / "out").iterdir()) == []
