@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, ThinIndex
 from dist_lto.toolchain import tool
+from test_backend_index import write_index
 
 OPT = [sys.executable, "-S", "-E", str(REPO / "tools" / "dist_lto" / "__main__.py"), "opt"]
 MODULE = "obj/lzio.o"
@@ -52,4 +53,14 @@ def test_opt_output_naming_a_directory_is_bad_input(lzio: Path, out: str) -> Non
     assert "is a directory" in result.stderr
     assert "internal error" not in result.stderr
     assert sorted(p.name for p in lzio.iterdir()) == ["obj", "out"]
+    assert list((lzio / "out").iterdir()) == []
+
+
+def test_index_whose_module_table_holds_a_nul_is_bad_input(lzio: Path) -> None:
+    index = write_index([(b"obj/lz\0io.o", "fixed8"), (b"obj/other.o", "fixed8")], skip=False,
+                        width=4, junk=False)  # fmt: skip
+    (lzio / f"{MODULE}.thinlto.bc").write_bytes(index)
+    result = opt(lzio, "out/m.o")
+    assert result.returncode == 2, result.stderr
+    assert f"module {MODULE!r} is not in this index" in result.stderr
     assert list((lzio / "out").iterdir()) == []

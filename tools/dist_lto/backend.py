@@ -114,7 +114,7 @@ def _closest(module: str, known: list[str]) -> str | None:
             return path
     real = os.path.realpath(module)
     for path in known:
-        if os.path.realpath(path) == real:
+        if "\0" not in path and os.path.realpath(path) == real:  # a corrupt table may hold NUL
             return path
     base = os.path.basename(module)
     same_name = [p for p in known if os.path.basename(p) == base]
