@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, ThinIndex
+from dist_lto.thinlto_index import parse_index
 from dist_lto.toolchain import tool
-from test_backend_index import write_index
+from test_backend_index import BitWriter, write_index
 
 OPT = [sys.executable, "-S", "-E", str(REPO / "tools" / "dist_lto" / "__main__.py"), "opt"]
 MODULE = "obj/lzio.o"
@@ -64,3 +65,28 @@ def test_index_whose_module_table_holds_a_nul_is_bad_input(lzio: Path) -> None:
     assert result.returncode == 2, result.stderr
     assert f"module {MODULE!r} is not in this index" in result.stderr
     assert list((lzio / "out").iterdir()) == []
+
+
+@pytest.mark.parametrize("count", [1 << 20, 1 << 40])
+def test_array_of_zero_width_elements_is_rejected_not_allocated(count: int) -> None:
+    """An array whose elements are Fixed(0) reads no bits per element, so its count is
+    unbounded by the file's size: 2**40 raised MemoryError, 2**27 took 38 s. LLVM reads
+    a zero-width operand as the literal 0, which an array may not hold."""
+    w = BitWriter()
+    w.enter(8, 3)
+    w.enter(19, 4)
+    w.emit(2, 4)  # DEFINE_ABBREV [literal 1, array of fixed(0)]
+    w.vbr(3, 5)
+    w.emit(1, 1)
+    w.vbr(1, 8)
+    w.emit(0, 1)
+    w.emit(3, 3)
+    w.emit(0, 1)
+    w.emit(1, 3)
+    w.vbr(0, 5)
+    w.emit(4, 4)  # a record using it
+    w.vbr(count, 6)
+    w.end()
+    w.end()
+    with pytest.raises(ValueError, match="array of literals"):
+        parse_index(w.data())

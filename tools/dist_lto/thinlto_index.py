@@ -136,6 +136,9 @@ def _define_abbrev(reader: _Reader) -> Abbrev:
         kind = reader.read(3)
         if kind in (_FIXED, _VBR):
             width = reader.vbr(5)
+            if width == 0:  # LLVM reads a zero-width operand as the literal 0
+                ops.append((_LITERAL, 0))
+                continue
             if (kind == _VBR and width < 2) or width > 64:
                 raise ValueError(f"bad abbreviation operand width {width}")
             ops.append((kind, width))
