@@ -12,18 +12,19 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import DtltoLink, Llvm
+from conftest import DtltoLink, Llvm, ThinIndex
 from dist_lto import result_cache
 from dist_lto.errors import BadInput
 from dist_lto.jobfile import JobFile, parse_job_file, read_job_file
 from dist_lto.result_cache import (
     KeyMaker,
     ResultCache,
+    canonical_summary,
     compiler_identity,
     default_cache_dir,
     parse_size,
 )
-from dist_lto.thinlto_index import split_module_paths
+from dist_lto.thinlto_index import read_index_records
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -55,41 +56,166 @@ def keys_by_module(files: JobFile, identity: str = IDENTITY) -> dict[str, str | 
 # Keys
 
 
-def test_index_without_module_paths_is_the_same_for_any_spelling(
+def index_step(tmp_path: Path, llvm: Llvm, objects: Path, subdir: str) -> Path:
+    """The small program's index step with its objects spelled `subdir/x.o`."""
+    d = tmp_path / subdir
+    d.mkdir(parents=True)
+    for name in ("main.o", "shout.o", "twice.o", "add.o"):
+        shutil.copy(objects / name, d / name)
+    subprocess.run(
+        [llvm.clang, "-flto=thin", "-fuse-ld=lld", *(f"{subdir}/{n}" for n in
+         ("main.o", "shout.o", "twice.o", "add.o")), "-o", f"{subdir}/prog",
+         "-Wl,--thinlto-index-only"],
+        cwd=tmp_path, check=True,
+    )  # fmt: skip
+    return d
+
+
+def test_an_index_taken_apart_is_the_same_for_any_spelling(
     tmp_path: Path, llvm: Llvm, small_dtlto: DtltoLink
 ) -> None:
     """Indexes of one program whose objects are spelled differently (different lengths)."""
-    for subdir in ("o", "much/longer/path"):
-        d = tmp_path / subdir
-        d.mkdir(parents=True)
-        for name in ("main.o", "shout.o", "twice.o", "add.o"):
-            shutil.copy(small_dtlto.root / name, d / name)
-        subprocess.run(
-            [llvm.clang, "-flto=thin", "-fuse-ld=lld", *(f"{subdir}/{n}" for n in
-             ("main.o", "shout.o", "twice.o", "add.o")), "-o", f"{subdir}/prog",
-             "-Wl,--thinlto-index-only"],
-            cwd=tmp_path, check=True,
-        )  # fmt: skip
-    short = split_module_paths((tmp_path / "o/twice.o.thinlto.bc").read_bytes())
-    long = split_module_paths((tmp_path / "much/longer/path/twice.o.thinlto.bc").read_bytes())
-    assert sorted(short[1]) == [b"o/add.o", b"o/twice.o"]
-    assert [p.replace(b"much/longer/path/", b"o/") for p in long[1]] == short[1]
-    assert short[0] == long[0]
-    other = split_module_paths((tmp_path / "o/main.o.thinlto.bc").read_bytes())
-    assert other[0] != short[0]
+    short_dir = index_step(tmp_path, llvm, small_dtlto.root, "o")
+    long_dir = index_step(tmp_path, llvm, small_dtlto.root, "much/longer/path")
+    short = read_index_records((short_dir / "twice.o.thinlto.bc").read_bytes())
+    long = read_index_records((long_dir / "twice.o.thinlto.bc").read_bytes())
+    assert sorted(path for _, path, _ in short.modules) == [b"o/add.o", b"o/twice.o"]
+    respelled = [(i, p.replace(b"much/longer/path/", b"o/"), r) for i, p, r in long.modules]
+    assert respelled == short.modules
+    assert all(len(records) == 1 and records[0][0] == 2 for _, _, records in short.modules)
+    assert (short.other, short.summary, short.summary_bytes) == (
+        long.other, long.summary, long.summary_bytes)  # fmt: skip
+    assert short.summary is not None and short.summary[0] == (10, [12])  # summary version 12
+    main = read_index_records((short_dir / "main.o.thinlto.bc").read_bytes())
+    assert main.summary != short.summary
 
 
-def test_split_module_paths_rejects_what_is_not_an_index() -> None:
+def test_every_index_of_real_links_has_a_canonical_summary(
+    tmp_path: Path, llvm: Llvm, small_dtlto: DtltoLink, lua_thin_index: ThinIndex
+) -> None:
+    """LLVM 22's records are all of the kinds `canonical_summary` knows, so no key falls
+    back to the bytes as written (which depend on the module paths' hashes)."""
+    indexes = list(lua_thin_index.root.glob("obj/*.thinlto.bc"))
+    indexes += small_dtlto.root.glob("*.thinlto.bc")
+    assert len(indexes) == len(lua_thin_index.build.objects) + 4
+    for path in indexes:
+        index = read_index_records(path.read_bytes())
+        names = {i: os.fsdecode(p) for i, p, _ in index.modules}
+        assert index.summary is not None, path
+        assert canonical_summary(index.summary, names) is not None, path
+
+
+def test_read_index_records_rejects_what_is_not_an_index() -> None:
     for data in (b"", b"BC\xc0\xde", b"\x7fELF" + bytes(60), b"BC\xc0\xde" + bytes(7)):
         with pytest.raises(ValueError):
-            split_module_paths(data)
+            read_index_records(data)
 
 
 @given(data=st.binary(max_size=200))
 @settings(max_examples=300, deadline=None)
-def test_split_module_paths_never_fails_otherwise_on_arbitrary_bytes(data: bytes) -> None:
+def test_read_index_records_never_fails_otherwise_on_arbitrary_bytes(data: bytes) -> None:
     with contextlib.suppress(ValueError):
-        split_module_paths(b"BC\xc0\xde" + data)
+        read_index_records(b"BC\xc0\xde" + data)
+
+
+@pytest.fixture(scope="module")
+def lua_index_bytes(lua_thin_index: ThinIndex) -> bytes:
+    return (lua_thin_index.root / "obj/lvm.o.thinlto.bc").read_bytes()
+
+
+@given(flips=st.lists(st.integers(0, 1 << 20), min_size=1, max_size=4))
+@settings(max_examples=150, deadline=None)
+def test_a_damaged_real_index_is_taken_apart_or_rejected(
+    lua_index_bytes: bytes, flips: list[int]
+) -> None:
+    data = bytearray(lua_index_bytes)
+    for bit in flips:
+        data[(bit >> 3) % len(data)] ^= 1 << (bit & 7)
+    with contextlib.suppress(ValueError):
+        index = read_index_records(bytes(data))
+        if index.summary is not None:
+            canonical_summary(index.summary, {i: "m" for i, _, _ in index.modules})
+
+
+# Synthetic summaries in LLVM 22's layout: VERSION, FLAGS, VALUE_GUIDs, then records.
+GUIDS = {10: (1, 111), 11: (2, 222), 12: (3, 333), 13: (4, 444)}
+
+
+def summary(numbering: dict[int, int], order: list[int]) -> list[tuple[int, list[int]]]:
+    """Two functions and a variable, with values renumbered by `numbering` (old -> new)
+    and the records after the header in `order`."""
+    n = numbering
+    body = [
+        (16, [n[10], *GUIDS[10]]), (16, [n[11], *GUIDS[11]]), (16, [n[12], *GUIDS[12]]),
+        (16, [n[13], *GUIDS[13]]),
+        # f: refs the variable, calls g (hot) and h
+        (5, [n[10], 0, 96, 11, 64, 0, 1, 1, 0, n[13], n[11], 3, n[12], 0]),
+        (5, [n[11], 1, 96, 4, 64, 0, 0, 0, 0]),  # g
+        (5, [n[12], 1, 96, 7, 64, 0, 0, 0, 0, n[11], 0]),  # h calls g
+        (6, [n[13], 0, 97, 4, n[10]]),  # the variable, initialised with &f
+    ]  # fmt: skip
+    return [(10, [12]), (20, [1121]), *(body[i] for i in order)]
+
+
+MODULES = {0: "<input:0>", 1: "<input:2>"}
+SAME_NUMBERS = {k: k for k in GUIDS}
+
+
+@given(
+    numbering=st.permutations(list(GUIDS)).map(lambda p: dict(zip(GUIDS, p, strict=True))),
+    order=st.permutations(range(8)),
+)
+@settings(max_examples=100, deadline=None)
+def test_a_summary_renumbered_and_reordered_is_the_same(
+    numbering: dict[int, int], order: list[int]
+) -> None:
+    reference = canonical_summary(summary(SAME_NUMBERS, list(range(8))), MODULES)
+    assert reference is not None
+    assert canonical_summary(summary(numbering, order), MODULES) == reference
+
+
+@pytest.mark.parametrize(
+    ("record", "operand", "value"),
+    [(6, 3, 12), (6, 8, 2), (6, 11, 0), (7, 1, 0), (7, 2, 97), (9, 3, 5), (9, 4, 11),
+     (3, 2, 999)],
+    ids=["f's instructions", "f's wo refs", "f's call hotness", "g's module", "g's flags",
+         "variable's varflags", "variable's initialiser", "VALUE_GUID of g"],
+)  # fmt: skip
+def test_any_change_of_meaning_changes_the_canonical_summary(
+    record: int, operand: int, value: int
+) -> None:
+    """(record, operand) index into `summary(SAME_NUMBERS, ...)`, whose header is 2 records."""
+    records = summary(SAME_NUMBERS, list(range(8)))
+    changed = [(code, list(ops)) for code, ops in records]
+    changed[record][1][operand] = value
+    assert changed != records
+    assert canonical_summary(changed, MODULES) not in (None, canonical_summary(records, MODULES))
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["unknown record", "version 11", "undefined value", "undefined module", "odd call list",
+     "refs past the end", "short variable", "value defined twice"],
+)  # fmt: skip
+def test_a_summary_it_does_not_know_falls_back_to_its_bytes(change: str) -> None:
+    records = summary(SAME_NUMBERS, list(range(8)))
+    if change == "unknown record":
+        records.append((11, [123]))  # TYPE_TESTS, attached to the next function
+    elif change == "version 11":
+        records[0] = (10, [11])
+    elif change == "undefined value":
+        records[7] = (5, [11, 1, 96, 7, 64, 0, 0, 0, 0, 99, 0])
+    elif change == "undefined module":
+        records[7] = (5, [11, 7, 96, 4, 64, 0, 0, 0, 0])
+    elif change == "odd call list":
+        records[7] = (5, [11, 1, 96, 4, 64, 0, 0, 0, 0, 10])
+    elif change == "refs past the end":
+        records[7] = (5, [11, 1, 96, 4, 64, 0, 5, 0, 0, 10])
+    elif change == "short variable":
+        records[9] = (6, [13, 0, 97])
+    else:
+        records.append((16, [10, 9, 9]))
+    assert canonical_summary(records, MODULES) is None
 
 
 def test_keys_do_not_depend_on_lld_process_id_or_member_names(

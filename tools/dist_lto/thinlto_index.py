@@ -13,6 +13,8 @@ Standard library only, no `struct`: this runs once per backend action.
 
 from dist_lto.errors import BadInput
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (milliseconds)
+
 BITCODE_MAGIC = b"BC\xc0\xde"
 WRAPPER_MAGIC = b"\xde\xc0\x17\x0b"
 """A bitcode wrapper header (Darwin-style) in front of the bitcode."""
@@ -124,6 +126,11 @@ class _Reader:
 
 
 Abbrev = list[tuple[int, int]]
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    Decoder = Callable[[_Reader, int, list[Abbrev]], tuple[int, list[int], bytes]]
+    """How `_Block.next` decodes a record: `_record` (arrays as bytes) or `_values`."""
 
 
 def _define_abbrev(reader: _Reader) -> Abbrev:
@@ -192,6 +199,30 @@ def _record(reader: _Reader, abbrev_id: int, abbrevs: list[Abbrev]) -> tuple[int
     return fields[0], fields[1:], tail
 
 
+def _values(reader: _Reader, abbrev_id: int, abbrevs: list[Abbrev]) -> tuple[int, list[int], bytes]:
+    """One record as (code, every operand as an integer, b""): an array is decoded element
+    by element (`_record` keeps only the low byte of each); a blob is a ValueError."""
+    if abbrev_id == 3:
+        return _record(reader, abbrev_id, abbrevs)
+    index = abbrev_id - 4
+    if index >= len(abbrevs):
+        raise ValueError(f"undefined abbreviation {abbrev_id}")
+    fields: list[int] = []
+    abbrev = abbrevs[index]
+    for i, (kind, _) in enumerate(abbrev):
+        if kind == _ARRAY:
+            count = reader.vbr(6)
+            if count > reader.end - reader.pos:
+                raise _Truncated  # more elements than bits left
+            element = abbrev[i + 1]
+            fields.extend(reader.scalar(element) for _ in range(count))
+            break
+        if kind == _BLOB:
+            raise ValueError("blob operand in a summary record")
+        fields.append(reader.scalar(abbrev[i]))
+    return fields[0], fields[1:], b""
+
+
 def _skip_block(reader: _Reader) -> None:
     reader.align32()
     words = reader.read(32)
@@ -223,7 +254,7 @@ class _Block:
         self.width = width
         self.abbrevs = list(inherited)
 
-    def next(self) -> tuple[int, list[int], bytes] | None:
+    def next(self, record: "Decoder | None" = None) -> tuple[int, list[int], bytes] | None:
         """The next record as (code, operands, trailing array or blob), None at the end.
 
         A sub-block comes back as `(_SUBBLOCK, [block id, abbreviation width], b"")`
@@ -240,7 +271,7 @@ class _Block:
             if abbrev_id == 2:
                 self.abbrevs.append(_define_abbrev(reader))
                 continue
-            return _record(reader, abbrev_id, self.abbrevs)
+            return (record or _record)(reader, abbrev_id, self.abbrevs)
 
 
 def _blockinfo(reader: _Reader, width: int, table: dict[int, list[Abbrev]]) -> None:
@@ -389,18 +420,47 @@ def read_index_modules(path: str) -> IndexModules:
         raise BadInput(f"{path}: not a ThinLTO index: {err}") from None
 
 
-def split_module_paths(data: bytes) -> tuple[bytes, list[bytes]]:
-    """An individual index without the paths of its module table, and those paths in order.
+class IndexRecords:
+    """An individual index taken apart: its module table and summary records, decoded,
+    and every other byte. A result cache keys on these rather than on the file, whose
+    bytes depend on how modules are spelled (see `read_index_records`)."""
 
-    Two indexes that differ only in how their modules are spelled give the same bytes:
-    LLD's DTLTO names the files it extracts from archives after its process id
-    (`lib.a(x.o at 84).2.1F3A.o`), so a result cache keys on these bytes and on the
-    paths mapped to its own placeholders. The module block's length word and the module
-    table are left out; the table's other records (module ids, hashes) are kept in a
-    canonical text form. Raises ValueError when `data` is not a well-formed index.
+    __slots__ = ("modules", "other", "summary", "summary_bytes")
+
+    def __init__(
+        self,
+        modules: list[tuple[int, bytes, list[tuple[int, list[int]]]]],
+        summary: list[tuple[int, list[int]]] | None,
+        summary_bytes: bytes,
+        other: bytes,
+    ) -> None:
+        self.modules = modules
+        """(module id, path, the records that follow its entry, e.g. its hash) in order."""
+        self.summary = summary
+        """The summary block's records as (code, operands) in order; None when it holds
+        something they cannot express (a blob, a sub-block)."""
+        self.summary_bytes = summary_bytes
+        """The summary block's content as written."""
+        self.other = other
+        """The file without the module table, the summary block and the module block's
+        length word."""
+
+
+def read_index_records(data: bytes) -> IndexRecords:
+    """Take an individual index apart (see `IndexRecords`). Raises ValueError when `data`
+    is not a well-formed index.
+
+    Why: two indexes of one program can differ in bytes but not in meaning. Module paths
+    differ (LLD's DTLTO names archive members after its process id: `lib.a(x.o at
+    84).2.1F3A.o`), and LLD numbers the summary's values and orders its records by
+    iterating hash tables keyed by those paths.
     """
     reader, width, blockinfo = _find_module_block(data)
     length_at = (reader.pos >> 3) - 4
+    modules: list[tuple[int, bytes, list[tuple[int, list[int]]]]] | None = None
+    summary: list[tuple[int, list[int]]] | None = None
+    summary_bytes = b""
+    cuts: list[tuple[int, int]] = []
     try:
         module = _Block(reader, width, [])
         while (entry := module.next()) is not None:
@@ -409,27 +469,60 @@ def split_module_paths(data: bytes) -> tuple[bytes, list[bytes]]:
                 continue
             block_id, sub_width = ops
             reader.align32()
-            table_at = reader.pos >> 3
+            start = reader.pos >> 3
             words = reader.read(32)
-            block_end = reader.pos + words * 32
-            if block_end > reader.end:
+            end = reader.pos + words * 32
+            if end > reader.end:
                 raise _Truncated
+            inherited = blockinfo.get(block_id, [])
             if block_id == _MODULE_STRTAB_BLOCK:
-                paths: list[bytes] = []
-                others: list[object] = []
-                table = _Block(reader, sub_width, blockinfo.get(block_id, []))
-                while (record := table.next()) is not None:
-                    code, ops, tail = record
-                    if code == _MST_CODE_ENTRY:
-                        paths.append(tail or bytes(c & 0xFF for c in ops[1:]))
-                        others.append((code, ops[:1]))
-                    elif code == _SUBBLOCK:
-                        _skip_block(reader)
-                    else:
-                        others.append((code, ops, tail))
-                head = data[:length_at] + data[length_at + 4 : table_at]
-                return head + repr(others).encode() + data[block_end >> 3 :], paths
-            reader.pos = block_end
+                modules = _module_table(_Block(reader, sub_width, inherited))
+                cuts.append((start, end >> 3))
+            elif block_id == _GLOBALVAL_SUMMARY_BLOCK:
+                summary_bytes = data[start + 4 : end >> 3]
+                summary = _summary_records(_Block(reader, sub_width, inherited))
+                cuts.append((start, end >> 3))
+            reader.pos = end
     except _Truncated:
         raise ValueError("truncated bitcode") from None
-    raise ValueError("no module table (MODULE_STRTAB_BLOCK): not a ThinLTO index")
+    if modules is None:
+        raise ValueError("no module table (MODULE_STRTAB_BLOCK): not a ThinLTO index")
+    pieces = [data[:length_at]]
+    pos = length_at + 4
+    for start, stop in cuts:
+        pieces.append(data[pos:start])
+        pos = stop
+    pieces.append(data[pos:])
+    return IndexRecords(modules, summary, summary_bytes, b"".join(pieces))
+
+
+def _module_table(block: _Block) -> list[tuple[int, bytes, list[tuple[int, list[int]]]]]:
+    modules: list[tuple[int, bytes, list[tuple[int, list[int]]]]] = []
+    while (entry := block.next()) is not None:
+        code, ops, tail = entry
+        if code == _MST_CODE_ENTRY:
+            if not ops:
+                raise ValueError("module table entry without a module id")
+            modules.append((ops[0], tail or bytes(c & 0xFF for c in ops[1:]), []))
+        elif code == _SUBBLOCK:
+            _skip_block(block.reader)
+        elif modules:
+            modules[-1][2].append((code, [*ops, *tail]))
+        else:
+            raise ValueError(f"module table record {code} before any entry")
+    return modules
+
+
+def _summary_records(block: _Block) -> list[tuple[int, list[int]]] | None:
+    records: list[tuple[int, list[int]]] = []
+    while True:
+        try:
+            entry = block.next(_values)
+        except ValueError:
+            return None  # a blob: not expressible as operands
+        if entry is None:
+            return records
+        code, ops, _ = entry
+        if code == _SUBBLOCK:
+            return None
+        records.append((code, ops))
