@@ -7,7 +7,9 @@ real clang cannot be made to misbehave on demand.
 
 from __future__ import annotations
 
+import json
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -90,3 +92,42 @@ def test_array_of_zero_width_elements_is_rejected_not_allocated(count: int) -> N
     w.end()
     with pytest.raises(ValueError, match="array of literals"):
         parse_index(w.data())
+
+
+def stray_temporary_compiler(tmp_path: Path) -> str:
+    """A compiler that does what clang does when a stop signal catches it while it writes:
+    leaves its own temporary (`<-o>-XXXXXXXX.tmp`) beside its output, and fails."""
+    script = tmp_path / "stray-clang"
+    script.write_text(
+        "#!/bin/sh\n"
+        'out=""\n'
+        'while [ $# -gt 0 ]; do [ "$1" = -o ] && out="$2"; shift; done\n'
+        'printf partial > "$out-0123abcd.tmp"\n'
+        "kill -TERM $$\n"
+    )
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_opt_leaves_nothing_beside_its_output_when_clang_dies_writing(
+    lzio: Path, tmp_path: Path
+) -> None:
+    result = opt(lzio, "out/m.o", clang=stray_temporary_compiler(tmp_path))
+    assert result.returncode == 128 + signal.SIGTERM, result.stderr
+    assert list((lzio / "out").iterdir()) == []
+
+
+def test_distribute_leaves_nothing_beside_its_outputs_when_a_compiler_dies_writing(
+    lzio: Path, tmp_path: Path, dist_lto_cmd: list[str]
+) -> None:
+    job = {
+        "common": {"linker_output": "prog", "inputs": [],
+                   "args": [stray_temporary_compiler(tmp_path), "-c", "-O2"]},
+        "jobs": [{"args": [MODULE, f"-fthinlto-index={MODULE}.thinlto.bc", "-o", "out/m.o"],
+                  "inputs": [MODULE, f"{MODULE}.thinlto.bc"], "outputs": ["out/m.o"]}],
+    }  # fmt: skip
+    (lzio / "job.json").write_text(json.dumps(job))
+    result = subprocess.run([*dist_lto_cmd, "distribute", "--no-cache", "job.json"], cwd=lzio,
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert result.returncode == 128 + signal.SIGTERM, result.stderr
+    assert list((lzio / "out").iterdir()) == []

@@ -13,8 +13,9 @@ backend succeeds here only when
 - a requested split-DWARF file exists, or is created empty when the object holds no
   debug information to split.
 
-Outputs are written under temporary names beside their final paths and renamed
-only after every check, so a failed or killed backend leaves nothing at them.
+Outputs are written in a private temporary directory beside their final paths and
+renamed only after every check, so a failed or killed backend leaves nothing at them
+(and a failed one nothing beside them, not even clang's own temporaries).
 
 Shared by `dist-lto opt` and `dist-lto distribute`. Standard library only, and not
 even `subprocess` or `signal` (their imports cost more than this whole module's
@@ -287,12 +288,15 @@ def run_backend(
     `on_start` is passed to `run_tool`.
     """
     prepare_outputs(output, dwo)
-    tmp = temp_path_for(output)
-    tmp_dwo = temp_path_for(dwo) if dwo else None
-    argv = [*command, "-o", tmp]
-    if dwo and tmp_dwo:
-        argv += split_dwarf_flags(dwo, tmp_dwo)
+    work = _private_dir(output)
+    work_dwo = None
     try:
+        work_dwo = _private_dir(dwo) if dwo else None
+        tmp = os.path.join(work, os.path.basename(output))
+        tmp_dwo = os.path.join(work_dwo, os.path.basename(dwo)) if work_dwo and dwo else None
+        argv = [*command, "-o", tmp]
+        if dwo and tmp_dwo:
+            argv += split_dwarf_flags(dwo, tmp_dwo)
         status, stderr = run_tool(argv, on_start)
         if status != 0:
             raise BackendFailed(
@@ -308,12 +312,39 @@ def run_backend(
         if dwo and tmp_dwo:
             _finish_dwo(module, tmp, tmp_dwo, dwo, stderr)
         os.replace(tmp, output)
-    except BaseException:
-        remove_quietly(tmp)
-        if tmp_dwo:
-            remove_quietly(tmp_dwo)
-        raise
+    finally:
+        _remove_private_dir(work)
+        if work_dwo:
+            _remove_private_dir(work_dwo)
     return stderr
+
+
+def _private_dir(path: str) -> str:
+    """A new directory beside `path` for clang to write into. clang writes through a
+    temporary of its own, which it leaves behind when a stop signal catches it at the
+    wrong moment (seen when a distributor stops its jobs); whatever it leaves in here
+    goes with the directory."""
+    work = temp_path_for(path)
+    try:
+        os.mkdir(work)
+    except OSError as err:
+        raise DistLtoError(
+            f"{path}: cannot create a temporary directory beside it: {err.strerror}"
+        ) from None
+    return work
+
+
+def _remove_private_dir(work: str) -> None:
+    try:
+        names = os.listdir(work)
+    except OSError:
+        return
+    for name in names:
+        remove_quietly(os.path.join(work, name))
+    try:  # noqa: SIM105 (contextlib costs an import on the opt path)
+        os.rmdir(work)
+    except OSError:
+        pass
 
 
 def _finish_dwo(module: str, obj: str, tmp_dwo: str, dwo: str, stderr: bytes) -> None:
