@@ -7,7 +7,9 @@ real clang cannot be made to misbehave on demand.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -16,6 +18,8 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, ThinIndex
+from dist_lto import backend
+from dist_lto.errors import DistLtoError
 from dist_lto.thinlto_index import parse_index
 from dist_lto.toolchain import tool
 from test_backend_index import BitWriter, write_index
@@ -131,3 +135,32 @@ def test_distribute_leaves_nothing_beside_its_outputs_when_a_compiler_dies_writi
                             capture_output=True, text=True, timeout=120)  # fmt: skip
     assert result.returncode == 128 + signal.SIGTERM, result.stderr
     assert list((lzio / "out").iterdir()) == []
+
+
+def test_stop_signal_arriving_while_clang_is_spawned_stops_it_and_fails_cleanly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stop signal that reaches `opt` before `posix_spawn` has returned the pid used to
+    escape as a traceback and leave clang running (seen as a flaky
+    test_stopping_opt_stops_clang_and_leaves_nothing). The signal lands exactly there."""
+    spawned: list[int] = []
+    real_spawn = os.posix_spawn
+
+    def spawn_then_signal(*args: object, **kwargs: object) -> int:
+        pid = real_spawn(*args, **kwargs)  # type: ignore[arg-type]
+        spawned.append(pid)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return pid
+
+    monkeypatch.setattr(os, "posix_spawn", spawn_then_signal)
+    try:
+        with pytest.raises(DistLtoError) as failure:
+            backend.run_tool(["/bin/sleep", "30"])
+        assert failure.value.status == 128 + signal.SIGTERM
+        with pytest.raises(ChildProcessError):
+            os.waitpid(spawned[0], os.WNOHANG)  # stopped and reaped
+    finally:
+        for pid in spawned:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)

@@ -227,6 +227,10 @@ def run_tool(argv: list[str], on_start: "Callable[[int], None] | None" = None) -
     """
     read_end, write_end = os.pipe()
     previous = _catch_stop_signals()
+    # Until the pid is known a stop signal cannot be passed on: hold it back meanwhile (the
+    # child starts with our usual mask), and take it once the child can be stopped.
+    held = _signal.pthread_sigmask(_signal.SIG_BLOCK, _FORWARDED_SIGNALS) if previous else None
+    mask = {} if held is None else {"setsigmask": held}
     try:
         spawn = os.posix_spawn if "/" in argv[0] else os.posix_spawnp
         try:
@@ -236,12 +240,15 @@ def run_tool(argv: list[str], on_start: "Callable[[int], None] | None" = None) -
                 os.environ,
                 file_actions=[(os.POSIX_SPAWN_DUP2, write_end, 2)],
                 setsigdef=_CHILD_DEFAULT_SIGNALS,
+                **mask,
             )
         except OSError as err:
             raise BadInput(f"{argv[0]}: cannot run: {err.strerror}") from None
         finally:
             os.close(write_end)
         try:
+            if held is not None:
+                _signal.pthread_sigmask(_signal.SIG_SETMASK, held)
             if on_start is not None:
                 on_start(pid)
             chunks = []
@@ -259,6 +266,8 @@ def run_tool(argv: list[str], on_start: "Callable[[int], None] | None" = None) -
         os.close(read_end)
         for sig, handler in previous.items():
             _signal.signal(sig, handler)
+        if held is not None:  # when spawning failed: a held signal now acts as usual
+            _signal.pthread_sigmask(_signal.SIG_SETMASK, held)
     return exit_status(wait_status), b"".join(chunks)
 
 
