@@ -164,3 +164,11 @@ def test_stop_signal_arriving_while_clang_is_spawned_stops_it_and_fails_cleanly(
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
+
+
+def test_link_flags_file_with_a_nul_byte_is_bad_input(lzio: Path) -> None:
+    (lzio / "link.args").write_bytes(b"-O2\n-march=x86-64\0-v3\n")
+    result = opt(lzio, "out/m.o", "--args", "link.args")
+    assert result.returncode == 2, result.stderr
+    assert "link.args: line 2: NUL character in an argument" in result.stderr
+    assert list((lzio / "out").iterdir()) == []

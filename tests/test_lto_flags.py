@@ -324,7 +324,7 @@ def test_any_link_flags_translate_or_fail_as_bad_input(link: list[str]) -> None:
 
 
 ARGUMENT = st.text(
-    st.characters(blacklist_categories=["Cs"], blacklist_characters="\n\r"), min_size=1
+    st.characters(blacklist_categories=["Cs"], blacklist_characters="\n\r\0"), min_size=1
 )
 
 

@@ -539,4 +539,6 @@ def read_args_file(path: str) -> list[str]:
             raise BadInput(f"{path}: line {number}: empty line (one argument per line)")
         if "\r" in line:
             raise BadInput(f"{path}: line {number}: carriage return in an argument")
+        if "\0" in line:  # no program could receive it
+            raise BadInput(f"{path}: line {number}: NUL character in an argument")
     return lines
