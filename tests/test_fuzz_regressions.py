@@ -172,3 +172,20 @@ def test_link_flags_file_with_a_nul_byte_is_bad_input(lzio: Path) -> None:
     assert result.returncode == 2, result.stderr
     assert "link.args: line 2: NUL character in an argument" in result.stderr
     assert list((lzio / "out").iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("out", "extra", "named"),
+    [(MODULE, [], "--input"), (f"{MODULE}.thinlto.bc", [], "--index"),
+     ("./obj/../link.args", ["--args", "link.args"], "--args"),
+     ("out/m.o", ["--dwo", "out/./m.o"], "--out")],
+)  # fmt: skip
+def test_opt_output_naming_one_of_its_inputs_is_refused_before_removing_it(
+    lzio: Path, out: str, extra: list[str], named: str
+) -> None:
+    (lzio / "link.args").write_text("-O2\n")
+    before = {p: p.read_bytes() for p in lzio.rglob("*") if p.is_file()}
+    result = opt(lzio, out, *extra)
+    assert result.returncode == 2, result.stderr
+    assert f"names the same file as {named}" in result.stderr
+    assert {p: p.read_bytes() for p in lzio.rglob("*") if p.is_file()} == before

@@ -7,6 +7,7 @@ for `--help` and for anything unusual, so its messages stay the reference), and
 started as `python3 -S -E path/to/dist_lto/__main__.py opt ...` (see docs/opt.md).
 """
 
+import os
 import sys
 
 from dist_lto.backend import (
@@ -156,8 +157,26 @@ def backend_command(opts: Options) -> list[str]:
             *backend.flags, *extra]  # fmt: skip
 
 
+def check_outputs(opts: Options) -> None:
+    """Refuse an output that names an input (or the other output): outputs are removed
+    before clang runs, so the input would be lost. Compared by resolved path, not by
+    inode: an earlier pass-through leaves `--out` a hard link of `--input`."""
+    inputs = [("--input", opts.input), ("--index", opts.index), ("--args", opts.args)]
+    outputs = [("--out", opts.out), ("--dwo", opts.dwo)]
+    seen = [(name, path, os.path.realpath(path)) for name, path in inputs if path]
+    for name, path in outputs:
+        if not path:
+            continue
+        real = os.path.realpath(path)
+        for other_name, other, other_real in seen:
+            if real == other_real:
+                raise BadInput(f"{path}: {name} names the same file as {other_name} {other!r}")
+        seen.append((name, path, real))
+
+
 def main(argv: list[str]) -> int:
     opts = parse_args(argv)
+    check_outputs(opts)
     bitcode = is_bitcode(read_head(opts.input, "module", 4))
     if not bitcode:
         if opts.print_command:
