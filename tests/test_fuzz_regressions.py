@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, ThinIndex
+import workloads
+from conftest import REPO, Llvm, ThinIndex, run_cli
 from dist_lto import backend
 from dist_lto.errors import DistLtoError
 from dist_lto.thinlto_index import parse_index
@@ -189,3 +190,36 @@ def test_opt_output_naming_one_of_its_inputs_is_refused_before_removing_it(
     assert result.returncode == 2, result.stderr
     assert f"names the same file as {named}" in result.stderr
     assert {p: p.read_bytes() for p in lzio.rglob("*") if p.is_file()} == before
+
+
+# ---------------------------------------------------------------------------------
+# prepare
+
+
+@pytest.fixture
+def archive_dir(tmp_path: Path, lua_objects: workloads.Build, llvm: Llvm) -> Path:
+    """`in/lib.a`, a small real archive of Lua bitcode objects, under the returned directory."""
+    work = tmp_path / "p"
+    (work / "in").mkdir(parents=True)
+    members = [str(lua_objects.root / o) for o in lua_objects.library[:3]]
+    subprocess.run([llvm.ar, "rcs", str(work / "in" / "lib.a"), *members], check=True)
+    return work
+
+
+@pytest.mark.parametrize(
+    ("objects", "manifest", "problem"),
+    [("out/objects", "in/lib.a", "the manifest would overwrite the archive"),
+     ("out/objects", "in/../in/lib.a", "the manifest would overwrite the archive"),
+     ("out/objects", "out", "the objects directory would be inside the manifest"),
+     ("out/m.json/objects", "out/m.json", "the objects directory would be inside the manifest")],
+)  # fmt: skip
+def test_prepare_outputs_that_name_the_archive_or_hold_each_other_are_bad_input(
+    archive_dir: Path, objects: str, manifest: str, problem: str
+) -> None:
+    archive = (archive_dir / "in" / "lib.a").read_bytes()
+    result = run_cli(["prepare", "--archive", "in/lib.a", "--objects-out", objects,
+                      "--manifest-out", manifest], cwd=archive_dir)  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert problem in result.stderr
+    assert (archive_dir / "in" / "lib.a").read_bytes() == archive
+    assert sorted(p.name for p in archive_dir.iterdir()) == ["in"]

@@ -175,8 +175,9 @@ class Outputs:
     """The objects directory relative to the manifest's directory (`.` if the same)."""
 
 
-def check_outputs(objects_dir: str, manifest: str) -> Outputs:
-    """Refuse a non-empty objects directory and a manifest inside it; compute relative paths."""
+def check_outputs(objects_dir: str, manifest: str, archive: str = "") -> Outputs:
+    """Refuse a non-empty objects directory, a manifest inside it or holding it, and a
+    manifest that is the archive; compute relative paths."""
     try:
         entries = os.listdir(objects_dir)
     except FileNotFoundError:
@@ -196,6 +197,11 @@ def check_outputs(objects_dir: str, manifest: str) -> Outputs:
     for inside, outside in spellings:
         if inside == outside or inside.startswith(outside.rstrip("/") + "/"):
             raise BadInput(f"{manifest}: the manifest must not be inside the objects directory")
+    manifest_real, objects_real = os.path.realpath(manifest), os.path.realpath(objects_dir)
+    if objects_real == manifest_real or objects_real.startswith(manifest_real + "/"):
+        raise BadInput(f"{manifest}: the objects directory would be inside the manifest")
+    if archive and manifest_real == os.path.realpath(archive):
+        raise BadInput(f"{manifest}: the manifest would overwrite the archive")
     return Outputs(objects_dir, manifest, os.path.relpath(objects_abs, manifest_dir))
 
 
@@ -388,7 +394,7 @@ def prepare(archive_path: str, objects_dir: str, manifest: str) -> dict[str, Any
     unwritable manifest location fails first; any failure removes every file and
     directory this run created, and the manifest appears only on success.
     """
-    outputs = check_outputs(objects_dir, manifest)
+    outputs = check_outputs(objects_dir, manifest, archive_path)
     magic = _read_magic(archive_path)
     if magic not in (THIN_MAGIC, ARCH_MAGIC):
         raise BadInput(f"{archive_path}: not an ar archive")
