@@ -49,6 +49,16 @@ class RemoteFailed(DistLtoError):
     """The engine could not be used (unreachable, refused, lost a worker too often)."""
 
 
+def _unreachable(details: str) -> bool:
+    """Whether an UNAVAILABLE came from the transport (no answer) rather than the engine
+    (BuildBarn answers UNAVAILABLE when no worker offers the action's platform)."""
+    lowered = details.lower()
+    return any(
+        word in lowered
+        for word in ("failed to connect", "connection refused", "socket closed", "dns", "connect")
+    )
+
+
 class Connection:
     """One channel per distribution; thread-safe, as are gRPC's stubs."""
 
@@ -101,7 +111,7 @@ class Connection:
         details = err.details() if hasattr(err, "details") else str(err)
         name = code.name if code is not None else "UNKNOWN"
         tries = f" (after {attempts} attempts)" if attempts > 1 else ""
-        if code is grpc.StatusCode.UNAVAILABLE:
+        if code is grpc.StatusCode.UNAVAILABLE and _unreachable(details or ""):
             problem = f"cannot reach the remote engine: UNAVAILABLE: {details}"
         else:
             problem = f"{name}: {details}"

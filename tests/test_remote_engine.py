@@ -1,0 +1,270 @@
+"""`dist-lto distribute --remote` against a real BuildBarn engine on loopback.
+
+The engine (bench/remote/buildbarn.py, built by .ci/setup) is started here, once per
+session, with two workers; a test that cannot start it fails. What ran where is read
+from the engine's side: each bb_worker logs the actions it starts and the
+ExecuteResponse it sends back (with the worker id in the execution metadata).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import workloads
+from conftest import REPO, Llvm
+
+sys.path.insert(0, str(REPO / "bench" / "remote"))
+import buildbarn
+
+DIST_LTO = str(Path(sys.executable).parent / "dist-lto")
+
+
+@pytest.fixture(scope="session")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> buildbarn.Engine:
+    try:
+        running = buildbarn.start(tmp_path_factory.mktemp("buildbarn"), workers=2)
+    except buildbarn.EngineError as err:
+        pytest.fail(f"the BuildBarn engine did not start (run `bash .ci/setup`): {err}")
+    yield running
+    running.stop()
+
+
+@dataclass(frozen=True)
+class WorkerRecord:
+    """What the workers' logs say about one instance: started action digests per worker,
+    and per output path the worker whose ExecuteResponse returned it."""
+
+    started: dict[str, list[str]]
+    outputs: dict[str, str]
+
+
+_ACTION = re.compile(
+    r" Action: (?P<instance>\S*?)/?blobs/sha256/action/(?P<digest>[0-9a-f]{64}-\d+)/"
+)
+_RESPONSE = re.compile(r" ExecuteResponse: (?P<json>\{.*\})$")
+
+
+def worker_record(engine: buildbarn.Engine, instance: str) -> WorkerRecord:
+    started: dict[str, list[str]] = {}
+    outputs: dict[str, str] = {}
+    for name in ("w1", "w2"):
+        current = None
+        for line in engine.log(f"worker-{name}").read_text().splitlines():
+            if m := _ACTION.search(line):
+                current = m["instance"] == instance
+                if current:
+                    started.setdefault(name, []).append(m["digest"])
+            elif (m := _RESPONSE.search(line)) and current:
+                response = json.loads(m["json"])
+                worker = json.loads(response["result"]["executionMetadata"]["worker"])
+                for entry in response["result"].get("outputFiles", []):
+                    outputs[entry["path"]] = worker["worker"]
+    return WorkerRecord(started, outputs)
+
+
+@dataclass
+class RemoteLink:
+    build: workloads.Build
+    proc: subprocess.CompletedProcess[str]
+    outputs: list[str]
+    """The native objects the jobs wrote, as LLD's job file names them."""
+
+    def lines(self, phrase: str) -> list[str]:
+        return [line for line in self.proc.stderr.splitlines() if phrase in line]
+
+
+def link_remote(
+    engine: buildbarn.Engine,
+    build: workloads.Build,
+    cache: Path,
+    instance: str,
+    extra: list[str] = (),
+) -> RemoteLink:
+    """Link `build` through LLD's DTLTO with `dist-lto distribute --remote --verbose`."""
+    out = build.name
+    (build.root / out).unlink(missing_ok=True)
+    args = ["distribute", f"--remote={engine.address}", f"--instance={instance}",
+            f"--cache-dir={cache}", "--verbose", *extra]  # fmt: skip
+    proc = subprocess.run(
+        [workloads.CLANG, "-flto=thin", "-fuse-ld=lld", "-O2", *build.objects, *build.native,
+         "-o", out, *build.link_flags, f"-fthinlto-distributor={DIST_LTO}",
+         *(f"-Xthinlto-distributor={a}" for a in args), "-Wl,--save-temps"],
+        cwd=build.root, capture_output=True, text=True,
+    )  # fmt: skip
+    outputs = []
+    for job_file in sorted(build.root.glob(f"{out}.*.dist-file.json")):
+        jobs = json.loads(job_file.read_text())["jobs"]
+        outputs = [job["outputs"][0] for job in jobs]
+    return RemoteLink(build, proc, outputs)
+
+
+def fresh_instance() -> str:
+    """An instance name of its own: its own action cache namespace on the engine."""
+    return f"t-{uuid.uuid4().hex[:12]}"
+
+
+def leftovers(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob(".*.tmp-*"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("program", ["lua", "zstd"])
+def test_every_backend_runs_on_the_engines_workers_and_the_binary_works(
+    engine: buildbarn.Engine, tmp_path: Path, program: str, llvm: Llvm
+) -> None:
+    build = workloads.build(program, tmp_path / "b")
+    instance = fresh_instance()
+    link = link_remote(engine, build, tmp_path / "cache", instance)
+    assert link.proc.returncode == 0, link.proc.stderr
+    workloads.check_binary(program, build.root / program)
+    record = worker_record(engine, instance)
+    # The engine's side: every job's object came back from a worker's ExecuteResponse.
+    assert link.outputs and set(link.outputs) <= set(record.outputs)
+    assert set(record.outputs[o] for o in link.outputs) == {"w1", "w2"}
+    assert sum(len(d) for d in record.started.values()) == len(link.outputs)
+    # Our side agrees, job by job, and nothing ran here.
+    executed = link.lines("executed remotely on")
+    assert len(executed) == len(link.outputs)
+    for output in link.outputs:
+        (line,) = [x for x in executed if x.split(" -> ")[1].startswith(output + " (")]
+        assert f'"worker":"{record.outputs[output]}"' in line
+    assert leftovers(build.root) == []
+
+
+@pytest.mark.slow
+def test_a_second_link_with_a_fresh_cache_gets_every_backend_from_the_remote_action_cache(
+    engine: buildbarn.Engine, tmp_path: Path
+) -> None:
+    instance = fresh_instance()
+    first = link_remote(engine, workloads.build("lua", tmp_path / "one"), tmp_path / "c1", instance)
+    assert first.proc.returncode == 0, first.proc.stderr
+    started = worker_record(engine, instance).started
+    # Another directory, another cache, another LLD process (so other file names): as
+    # a second machine would link the same program.
+    second = link_remote(
+        engine, workloads.build("lua", tmp_path / "two"), tmp_path / "c2", instance
+    )
+    assert second.proc.returncode == 0, second.proc.stderr
+    workloads.check_binary("lua", second.build.root / "lua")
+    assert len(second.lines("from the remote action cache")) == len(second.outputs) == 33
+    assert second.lines("executed remotely") == []
+    assert worker_record(engine, instance).started == started  # no worker ran anything
+    first_objects = sorted(first.build.root.glob("*.native.o"))
+    second_objects = sorted(second.build.root.glob("*.native.o"))
+    assert [p.read_bytes() for p in first_objects] == [p.read_bytes() for p in second_objects]
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_link_is_retried_to_success_and_nothing_partial_is_left(
+    engine: buildbarn.Engine, tmp_path: Path
+) -> None:
+    """A supervisor restarts the killed worker at once (without one, BuildBarn's
+    scheduler gives the action to another worker after its one-minute timeout)."""
+    build = workloads.build("lua", tmp_path / "b")
+    instance = fresh_instance()
+    log = engine.log("worker-w1")
+    seen = log.read_text().count(f"Action: {instance}/")
+    killed: list[str] = []
+
+    def kill_when_w1_runs() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            text = log.read_text()
+            found = _ACTION.findall(text)
+            mine = [d for i, d in found if i == instance]
+            if len(mine) > seen:
+                engine.kill_worker("w1")
+                killed.append(mine[-1])
+                engine.start_worker("w1")
+                return
+            time.sleep(0.01)
+
+    killer = threading.Thread(target=kill_when_w1_runs)
+    killer.start()
+    link = link_remote(engine, build, tmp_path / "cache", instance)
+    killer.join()
+    assert killed, "w1 never started an action"
+    assert link.proc.returncode == 0, link.proc.stderr
+    workloads.check_binary("lua", build.root / "lua")
+    record = worker_record(engine, instance)
+    # The killed action was started again (on w1 after its restart, or on w2).
+    assert sum(d.count(killed[0]) for d in record.started.values()) >= 2
+    assert set(link.outputs) <= set(record.outputs)
+    assert leftovers(build.root) == []
+
+
+def test_an_unreachable_engine_fails_in_one_line_and_writes_nothing(
+    small_dtlto, tmp_path: Path
+) -> None:
+    root = tmp_path / "link"
+    shutil.copytree(small_dtlto.root, root)
+    job_file = root / small_dtlto.job_file
+    outputs = [job["outputs"][0] for job in json.loads(job_file.read_text())["jobs"]]
+    for output in outputs:
+        (root / output).unlink(missing_ok=True)
+    (port,) = buildbarn.free_ports(1)
+    proc = subprocess.run(
+        [DIST_LTO, "distribute", f"--remote=grpc://127.0.0.1:{port}", "--no-cache",
+         small_dtlto.job_file],
+        cwd=root, capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"dist-lto distribute: error: grpc://127.0.0.1:{port}: ")
+    assert "cannot reach the remote engine" in line and "after 4 attempts" in line
+    assert [o for o in outputs if (root / o).exists()] == []
+    assert leftovers(root) == []
+
+
+def test_a_compiler_failing_on_a_worker_passes_its_status_and_names_the_worker(
+    engine: buildbarn.Engine, small_dtlto, tmp_path: Path
+) -> None:
+    root = tmp_path / "link"
+    shutil.copytree(small_dtlto.root, root)
+    jobs = json.loads((root / small_dtlto.job_file).read_text())["jobs"]
+    victim = jobs[0]["inputs"][0]
+    data = (root / victim).read_bytes()
+    (root / victim).write_bytes(data[: len(data) // 2])  # the index still names it
+    for job in jobs:
+        (root / job["outputs"][0]).unlink(missing_ok=True)
+    proc = subprocess.run(
+        [DIST_LTO, "distribute", f"--remote={engine.address}",
+         f"--instance={fresh_instance()}", "--no-cache", small_dtlto.job_file],
+        cwd=root, capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    first = proc.stderr.splitlines()[0]
+    assert first.startswith("dist-lto distribute: error: job ")
+    assert f"({victim} -> " in first and "clang exited with status 1 on {" in first
+    assert '"worker":"w' in first
+    assert "command: " in proc.stderr
+    assert not (root / jobs[0]["outputs"][0]).exists()
+    assert leftovers(root) == []
+
+
+def test_a_platform_no_worker_offers_is_a_clear_error(
+    engine: buildbarn.Engine, small_dtlto, tmp_path: Path
+) -> None:
+    root = tmp_path / "link"
+    shutil.copytree(small_dtlto.root, root)
+    proc = subprocess.run(
+        [DIST_LTO, "distribute", f"--remote={engine.address}", "--no-cache",
+         f"--instance={fresh_instance()}", "--platform=OSFamily=windows",
+         small_dtlto.job_file],
+        cwd=root, capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    first = proc.stderr.splitlines()[0]
+    assert first.startswith("dist-lto distribute: error: job ")
+    assert "No workers exist" in first and "after 4 attempts" in first, first
+    assert "cannot reach" not in first
