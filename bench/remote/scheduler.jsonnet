@@ -12,7 +12,8 @@ local common = import 'common.libsonnet';
   synchronizeAuthorizer: common.allow,
   actionRouter: {
     simple: {
-      platformKeyExtractor: { action: {} },
+      // Action.platform, else Command.platform (what older REAPI clients fill in).
+      platformKeyExtractor: { actionAndCommand: {} },
       invocationKeyExtractors: [{ toolInvocationId: {} }],
       initialSizeClassAnalyzer: {
         defaultExecutionTimeout: '600s',
