@@ -223,3 +223,83 @@ def test_prepare_outputs_that_name_the_archive_or_hold_each_other_are_bad_input(
     assert problem in result.stderr
     assert (archive_dir / "in" / "lib.a").read_bytes() == archive
     assert sorted(p.name for p in archive_dir.iterdir()) == ["in"]
+
+
+# ---------------------------------------------------------------------------------
+# plan
+
+SMALL = {
+    "main.c": "int twice(int);\nint main(int c, char **v) { (void)v; return twice(c) - 2; }\n",
+    "twice.c": "int twice(int x) { return x + x; }\n",
+}
+
+
+@pytest.fixture(scope="module")
+def small_objects(tmp_path_factory: pytest.TempPathFactory, llvm: Llvm) -> Path:
+    """Two ThinLTO bitcode objects, `obj/main.o` and `obj/twice.o` (read-only)."""
+    root = tmp_path_factory.mktemp("small")
+    (root / "obj").mkdir()
+    for name, text in SMALL.items():
+        (root / name).write_text(text)
+        subprocess.run([llvm.clang, "-O2", "-flto=thin", "-c", name, "-o", f"obj/{name[:-2]}.o"],
+                       cwd=root, check=True)  # fmt: skip
+    return root
+
+
+def small_meta(**changes: str) -> dict[str, object]:
+    objects = [
+        {"kind": "object", "index": i, "path": f"obj/{name}.o",
+         "index_output": f"out/index/obj/{name}.o.thinlto.bc", "plan_output": f"out/plans/{i}.json",
+         "opt_output": f"out/opt/{i}.o"}
+        for i, name in enumerate(("main", "twice"))
+    ]  # fmt: skip
+    meta: dict[str, object] = {
+        "version": 1, "index_dir": "out/index", "link_plan_output": "out/link-plan.json",
+        "final_link_args_output": "out/final-link.args", "groups": [{"linkables": objects}],
+    }  # fmt: skip
+    for key, value in changes.items():
+        if key in meta:
+            meta[key] = value
+        else:
+            objects[0][key] = value
+    return meta
+
+
+def plan_small(work: Path, small_objects: Path, meta: dict[str, object]
+               ) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    shutil.copytree(small_objects / "obj", work / "obj")
+    (work / "meta.json").write_text(json.dumps(meta))
+    return run_cli(["plan", "meta.json", "--", tool("clang"), "-fuse-ld=lld", "-O2", "-o", "app"],
+                   cwd=work)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("changes", "pointer"),
+    [({"final_link_args_output": "out/final-link.args/"}, "/final_link_args_output"),
+     ({"link_plan_output": "out/link-plan.json/.."}, "/link_plan_output"),
+     ({"plan_output": "out/plans/."}, "/groups/0/linkables/0/plan_output")],
+)  # fmt: skip
+def test_plan_file_output_spelled_as_a_directory_is_bad_input(
+    tmp_path: Path, small_objects: Path, changes: dict[str, str], pointer: str
+) -> None:
+    result = plan_small(tmp_path, small_objects, small_meta(**changes))
+    assert result.returncode == 2, result.stderr
+    assert f"meta.json: {pointer}: " in result.stderr and "names a directory" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("changes", "pointer"),
+    [({"link_plan_output": "obj/twice.o"}, "/link_plan_output"),
+     ({"index_output": "./obj/main.o"}, "/groups/0/linkables/0/index_output"),
+     ({"plan_output": "meta.json"}, "/groups/0/linkables/0/plan_output")],
+)  # fmt: skip
+def test_plan_output_naming_an_input_is_bad_input_and_leaves_it_alone(
+    tmp_path: Path, small_objects: Path, changes: dict[str, str], pointer: str
+) -> None:
+    result = plan_small(tmp_path, small_objects, small_meta(**changes))
+    assert result.returncode == 2, result.stderr
+    assert f"meta.json: {pointer}: " in result.stderr and "is an input" in result.stderr
+    for name in ("main.o", "twice.o"):
+        assert (tmp_path / "obj" / name).read_bytes() == (small_objects / "obj" / name).read_bytes()
+    assert not (tmp_path / "out").exists()

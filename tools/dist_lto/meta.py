@@ -100,6 +100,7 @@ class _Parser:
         self.archive_indices: dict[int, str] = {}
         self.outputs: dict[str, str] = {}
         self.inputs: dict[str, str] = {}
+        self.manifests: dict[str, str] = {}
 
     def path(self, obj: dict[str, Any], key: str, pointer: str) -> str:
         value = self.f.get(obj, key, str, pointer)
@@ -109,10 +110,14 @@ class _Parser:
             self.f.fail(f"{pointer}/{key}", "path contains a newline or NUL character")
         return value
 
-    def output(self, obj: dict[str, Any], key: str, pointer: str) -> str:
+    def output(
+        self, obj: dict[str, Any], key: str, pointer: str, *, directory: bool = False
+    ) -> str:
         value = self.path(obj, key, pointer)
         norm = posixpath.normpath(value)
         where = f"{pointer}/{key}"
+        if not directory and (value.endswith("/") or posixpath.basename(value) in (".", "..")):
+            self.f.fail(where, f"output {value!r} names a directory, not a file")
         other = self.outputs.setdefault(norm, where)
         if other != where:
             self.f.fail(where, f"output {value!r} is also declared at {other}")
@@ -153,12 +158,14 @@ class _Parser:
 
     def archive(self, item: dict[str, Any], pointer: str) -> ArchiveInput:
         self.f.only_keys(item, _ARCHIVE_KEYS, pointer)
+        manifest = self.path(item, "manifest", pointer)
+        self.manifests.setdefault(posixpath.normpath(manifest), pointer)
         return ArchiveInput(
             index=self.index(item, pointer, self.archive_indices, "archive"),
-            manifest=self.path(item, "manifest", pointer),
+            manifest=manifest,
             plan_output=self.output(item, "plan_output", pointer),
-            index_dir=self.output(item, "index_dir", pointer),
-            opt_objects_dir=self.output(item, "opt_objects_dir", pointer),
+            index_dir=self.output(item, "index_dir", pointer, directory=True),
+            opt_objects_dir=self.output(item, "opt_objects_dir", pointer, directory=True),
             whole=self.f.optional(item, "whole", bool, pointer, False),
             pointer=pointer,
         )
@@ -192,17 +199,28 @@ class _Parser:
     def meta(self, doc: object) -> Meta:
         top = self.f.version(doc, META_VERSION)
         self.f.only_keys(top, _TOP_KEYS, "")
-        index_dir = self.output(top, "index_dir", "")
+        index_dir = self.output(top, "index_dir", "", directory=True)
         link_plan = self.output(top, "link_plan_output", "")
         args = self.output(top, "final_link_args_output", "")
         groups = self.f.get(top, "groups", list, "")
-        return Meta(
+        meta = Meta(
             file=self.f.file,
             index_dir=index_dir,
             link_plan_output=link_plan,
             final_link_args_output=args,
             groups=tuple(self.group(g, f"/groups/{i}") for i, g in enumerate(groups)),
         )
+        self.outputs_are_not_inputs()
+        return meta
+
+    def outputs_are_not_inputs(self) -> None:
+        """Writing an output over an input (an object, a manifest, this file) destroys it."""
+        inputs = {posixpath.normpath(self.f.file): "the meta file itself"}
+        inputs.update((path, f"the manifest of {at}") for path, at in self.manifests.items())
+        inputs.update((path, f"the object at {at}") for path, at in self.inputs.items())
+        for path, where in self.outputs.items():
+            if path in inputs:
+                self.f.fail(where, f"output {path!r} is an input: {inputs[path]}")
 
 
 _ARCHIVE_REQUIRED = _ARCHIVE_KEYS - {"whole"}
@@ -305,9 +323,12 @@ def _fast_meta(doc: object, file: str) -> Meta | None:
     joined = "\n".join(paths)
     if "\r" in joined or "\0" in joined or not all_plain(paths):  # also no empty path, no \n
         return None
+    unique_outputs = set(outputs)
     if (
-        len(set(outputs)) != len(outputs) or len(set(inputs)) != len(inputs)
+        len(unique_outputs) != len(outputs) or len(set(inputs)) != len(inputs)
         or len(set(objects)) != len(objects) or len(set(archives)) != len(archives)
+        or not unique_outputs.isdisjoint(inputs) or not unique_outputs.isdisjoint(manifests)
+        or posixpath.normpath(file) in unique_outputs
     ):
         return None
     return Meta(file, index_dir, link_plan, args_file, tuple(parsed))
