@@ -303,3 +303,34 @@ def test_plan_output_naming_an_input_is_bad_input_and_leaves_it_alone(
     for name in ("main.o", "twice.o"):
         assert (tmp_path / "obj" / name).read_bytes() == (small_objects / "obj" / name).read_bytes()
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("changes", "status", "problem"),
+    [({"plan_output": "obj/main.o/0.json"}, 2, "cannot write: "),
+     ({"final_link_args_output": "/sys/dist-lto-fuzz.args"}, 1, "cannot write: Permission denied")],
+)  # fmt: skip
+def test_plan_output_that_cannot_be_written_fails_in_one_line_leaving_no_plans(
+    tmp_path: Path, small_objects: Path, changes: dict[str, str], status: int, problem: str
+) -> None:
+    result = plan_small(tmp_path, small_objects, small_meta(**changes))
+    assert result.returncode == status, result.stderr
+    assert problem in result.stderr and "internal error" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out" / "link-plan.json").exists()
+    assert not list((tmp_path / "out").glob("plans/*"))
+
+
+def test_plan_replay_with_an_imports_file_that_is_a_directory_is_bad_input(
+    tmp_path: Path, small_objects: Path
+) -> None:
+    assert plan_small(tmp_path, small_objects, small_meta()).returncode == 0
+    imports = tmp_path / "out" / "index" / "obj" / "twice.o.imports"
+    imports.unlink()
+    imports.mkdir()
+    shutil.rmtree(tmp_path / "out" / "plans")
+    (tmp_path / "out" / "link-plan.json").unlink()
+    result = run_cli(["plan", "--replay", "meta.json"], cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "twice.o.imports: cannot read the imports file: Is a directory" in result.stderr
+    assert not (tmp_path / "out" / "plans").exists()

@@ -7,6 +7,8 @@ temporary, never a partial output. Standard library only.
 
 import os
 
+from dist_lto.errors import BadInput, DistLtoError
+
 # No contextlib or collections.abc: `dist-lto opt` imports this module once per
 # backend action, and those two pull in `collections` and `functools` (milliseconds).
 
@@ -50,3 +52,14 @@ def write_atomic(path: str, data: bytes) -> None:
     """Write `data` to `path` through a temporary file and a rename."""
     with atomic_output(path) as tmp, open(tmp, "wb") as f:
         f.write(data)
+
+
+def write_failure(err: OSError) -> DistLtoError:
+    """The one-line error for an output that could not be written: bad input when its
+    path cannot name a file (a file where a directory must be, a directory where the
+    file must be, too long), a failure of the system otherwise (read-only, full, denied)."""
+    import errno  # only on this path: `dist-lto opt` imports this module per action
+
+    path_problems = (errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENAMETOOLONG, errno.ELOOP)
+    kind = BadInput if err.errno in path_problems else DistLtoError
+    return kind(f"{err.filename}: cannot write: {err.strerror or err}")

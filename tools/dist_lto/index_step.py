@@ -123,6 +123,8 @@ def read_list(layout: Layout) -> list[str]:
             f"{layout.list_file}: index list missing"
             f" (has the index step run into {layout.index_dir}?)"
         ) from None
+    except OSError as err:
+        raise BadInput(f"{layout.list_file}: cannot read the index list: {err.strerror}") from None
     return [x for x in data.decode(errors="surrogateescape").split("\n") if x]
 
 
@@ -147,6 +149,8 @@ def read_imports(path: str) -> list[str]:
         data = read_bytes(path)
     except FileNotFoundError:
         raise BadInput(f"{path}: imports file missing") from None
+    except OSError as err:
+        raise BadInput(f"{path}: cannot read the imports file: {err.strerror}") from None
     if not data:
         return []
     names = data.decode(errors="surrogateescape").split("\n")

@@ -19,6 +19,7 @@ from typing import BinaryIO
 import orjson
 
 from dist_lto.errors import DistLtoError
+from dist_lto.fsutil import write_failure
 
 _GO = b"g"
 
@@ -37,7 +38,8 @@ def _report(fd: int, step: Callable[[], None]) -> bool:
     try:
         step()
         message: dict[str, object] = {"ok": True}
-    except DistLtoError as err:
+    except (DistLtoError, OSError) as caught:
+        err = write_failure(caught) if isinstance(caught, OSError) else caught
         message = {"ok": False, "message": err.message, "status": err.status,
                    "detail": err.detail}
     except BaseException as err:  # reported by the parent as an internal error

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from dist_lto import index_step, linkline, parts
 from dist_lto.errors import BadInput, DistLtoError
-from dist_lto.fsutil import write_atomic
+from dist_lto.fsutil import write_atomic, write_failure
 from dist_lto.index_step import DirListing, Layout
 from dist_lto.jsonio import dumps
 from dist_lto.meta import (
@@ -500,6 +500,13 @@ def plan(meta_path: str, command: list[str], *, replay: bool, jobs: int = 0) -> 
     of the objects and write their plans, in step with this process (`parts.py`).
     """
     gc.disable()  # a short run that allocates ~10 objects per module and frees nothing early
+    try:
+        _plan(meta_path, command, replay=replay, jobs=jobs)
+    except OSError as err:  # what could not be written was removed again by then
+        raise write_failure(err) from None
+
+
+def _plan(meta_path: str, command: list[str], *, replay: bool, jobs: int) -> None:
     planner = _Planner(read_meta(meta_path))
     planner.place_index_files()
     if not replay:
@@ -527,7 +534,11 @@ def plan(meta_path: str, command: list[str], *, replay: bool, jobs: int = 0) -> 
         planner.read_imports(planner.modules.values())
         planner.move_index_files()
         planner.write_objects(objects)
-    planner.write_link(raw_linker)
+    try:
+        planner.write_link(raw_linker)
+    except BaseException:
+        parts.remove_files(planner.object_outputs(objects))  # a failed run leaves no plans
+        raise
 
 
 def main(argv: list[str]) -> int:
