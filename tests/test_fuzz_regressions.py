@@ -334,3 +334,28 @@ def test_plan_replay_with_an_imports_file_that_is_a_directory_is_bad_input(
     assert result.returncode == 2, result.stderr
     assert "twice.o.imports: cannot read the imports file: Is a directory" in result.stderr
     assert not (tmp_path / "out" / "plans").exists()
+
+
+# ---------------------------------------------------------------------------------
+# distribute
+
+
+@pytest.mark.parametrize("output", ["bin/clang", "./bin/clang", "job.json", "in/../main.o"])
+def test_job_output_naming_the_compiler_the_job_file_or_an_input_is_refused(
+    tmp_path: Path, output: str, dist_lto_cmd: list[str]
+) -> None:
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "clang").symlink_to(tool("clang"))
+    (tmp_path / "main.o").write_bytes(b"BC\xc0\xde")
+    job = {
+        "common": {"linker_output": "prog", "inputs": [], "args": ["bin/clang", "-c", "-O2"]},
+        "jobs": [{"args": ["main.o", "-fthinlto-index=main.bc", "-o", "main.native.o"],
+                  "inputs": ["main.o", "main.bc"], "outputs": ["main.native.o", output]}],
+    }  # fmt: skip
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    result = subprocess.run([*dist_lto_cmd, "distribute", "--no-cache", "job.json"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "job.json: /jobs/0/outputs/1: " in result.stderr and "is also" in result.stderr
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before

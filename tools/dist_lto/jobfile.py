@@ -13,6 +13,7 @@ wrong type, a job whose arguments do not name its reserved inputs and output) is
 rejected with its JSON pointer rather than guessed at. See docs/distribute.md.
 """
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,7 +107,7 @@ def parse_job_file(doc: object, path: str) -> JobFile:
         _path(fields, item, f"/common/inputs/{i}")
     raw_jobs = fields.get(top, "jobs", list, "")
     jobs = [_job(fields, raw, number) for number, raw in enumerate(raw_jobs)]
-    _check_files(fields, inputs, jobs)
+    _check_files(fields, inputs, args[0], path, jobs)
     return JobFile(path, linker_output, args, inputs, jobs)
 
 
@@ -159,17 +160,24 @@ def _job(fields: Fields, raw: object, number: int) -> Job:
     return Job(number, args, inputs, outputs, output_at)
 
 
-def _check_files(fields: Fields, common_inputs: list[str], jobs: list[Job]) -> None:
-    """No two jobs write one file, and no job writes a file that any job reads."""
-    read = set(common_inputs)
+def _check_files(
+    fields: Fields, common_inputs: list[str], compiler: str, path: str, jobs: list[Job]
+) -> None:
+    """No two jobs write one file, and no job writes a file that is read: an input, the
+    compiler or the job file itself (outputs are removed before the compiler runs, so it
+    would be lost). Paths are compared normalised."""
+    read = {os.path.normpath(compiler): "the compiler", os.path.normpath(path): "the job file"}
+    for p in common_inputs:
+        read[os.path.normpath(p)] = "an input"
     for job in jobs:
-        read.update(job.inputs)
+        read.update((os.path.normpath(p), "an input") for p in job.inputs)
     written: dict[str, str] = {}
     for job in jobs:
         for i, output in enumerate(job.outputs):
             pointer = f"/jobs/{job.number}/outputs/{i}"
-            if output in read:
-                fields.fail(pointer, f"{output!r} is also an input")
-            if output in written:
-                fields.fail(pointer, f"{output!r} is also written by {written[output]}")
-            written[output] = pointer
+            norm = os.path.normpath(output)
+            if norm in read:
+                fields.fail(pointer, f"{output!r} is also {read[norm]}")
+            if norm in written:
+                fields.fail(pointer, f"{output!r} is also written by {written[norm]}")
+            written[norm] = pointer
