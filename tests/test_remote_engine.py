@@ -8,6 +8,7 @@ ExecuteResponse it sends back (with the worker id in the execution metadata).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -268,3 +269,40 @@ def test_a_platform_no_worker_offers_is_a_clear_error(
     assert first.startswith("dist-lto distribute: error: job ")
     assert "No workers exist" in first and "after 4 attempts" in first, first
     assert "cannot reach" not in first
+
+
+def test_inputs_the_engine_lacks_at_execute_time_are_uploaded_again(
+    engine: buildbarn.Engine, small_dtlto, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CAS can lose blobs between our upload and Execute (eviction, a restarted
+    storage): BuildBarn then answers FAILED_PRECONDITION listing them."""
+    from dist_lto.jobfile import read_job_file
+    from dist_lto.remote.cas import FileDigests, build_tree, key
+    from dist_lto.remote.executor import EXECUTED, RemoteExecutor
+    from dist_lto.remote.settings import settings_from_options
+
+    root = tmp_path / "link"
+    shutil.copytree(small_dtlto.root, root)
+    monkeypatch.chdir(root)
+    (root / "unique.txt").write_text(uuid.uuid4().hex)  # a blob the engine cannot have
+    files = read_job_file(small_dtlto.job_file)
+    files = dataclasses.replace(files, inputs=["unique.txt"])
+    job = files.jobs[0]
+    Path(job.output).unlink(missing_ok=True)
+    executor = RemoteExecutor(files, settings_from_options(engine.address, None, [], None))
+    tree = build_tree(["unique.txt", *job.inputs], FileDigests())
+    executor.store.present.update([*tree.files, *tree.blobs])  # believed present: not sent
+    forced = []
+    upload = executor.store.upload
+    monkeypatch.setattr(
+        executor.store, "upload",
+        lambda *a, **kw: (forced.append(kw.get("force", False)), upload(*a, **kw))[1],
+    )  # fmt: skip
+    try:
+        outcome = executor.run(job)
+    finally:
+        executor.close()
+    assert outcome.how == EXECUTED
+    assert forced == [False, True]  # the first upload sent nothing; Execute asked again
+    assert key(tree.root) and Path(job.output).stat().st_size > 0
+    assert leftovers(root) == []

@@ -423,7 +423,7 @@ def main(argv: list[str]) -> int:
         )
         target.add_argument(
             "--state", type=Path, default=DEFAULT_STATE,
-            help=f"state directory (default {DEFAULT_STATE.relative_to(REPO)})",
+            help=f"state directory (default {DEFAULT_STATE})",
         )  # fmt: skip
     args = parser.parse_args(argv)
     try:
