@@ -297,7 +297,10 @@ class Engine:
         # Nothing to wait for: the scheduler's predeclared platform queue holds actions
         # until a worker takes them. Only make sure the worker did not die at start.
         time.sleep(0.2)
-        self._wait_for(f"worker-{worker}", lambda: True)
+        name = f"worker-{worker}"
+        if not _alive(self.pids[name]):
+            raise EngineError(f"{name} exited at start; its log: {self.log(name)}\n"
+                              + _tail(self.log(name)))  # fmt: skip
 
     def kill_worker(self, worker: str) -> None:
         """SIGKILL a worker and its runner, as a crashed machine would vanish."""
