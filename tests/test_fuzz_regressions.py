@@ -359,3 +359,33 @@ def test_job_output_naming_the_compiler_the_job_file_or_an_input_is_refused(
     assert result.returncode == 2, result.stderr
     assert "job.json: /jobs/0/outputs/1: " in result.stderr and "is also" in result.stderr
     assert sorted(p.name for p in tmp_path.rglob("*")) == before
+
+
+def test_prepare_killed_while_extracting_leaves_the_objects_directory_empty_and_reruns(
+    archive_dir: Path,
+) -> None:
+    """Killed after two of three members, prepare left them in the objects directory,
+    and every rerun failed: "objects directory is not empty"."""
+    (archive_dir / "out" / "objects").mkdir(parents=True)
+    argv = ["prepare", "--archive", "in/lib.a", "--objects-out", "out/objects",
+            "--manifest-out", "out/lib.json"]  # fmt: skip
+    killed_on_third_member = (
+        "import os, signal, sys\n"
+        "from dist_lto import cli\n"
+        "from dist_lto.archive import RegularArchive\n"
+        "copy, done = RegularArchive.copy_to, []\n"
+        "def copy_to(self, member, fd):\n"
+        "    done.append(member)\n"
+        "    if len(done) == 3:\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    copy(self, member, fd)\n"
+        "RegularArchive.copy_to = copy_to\n"
+        f"sys.exit(cli.main({argv!r}))\n"
+    )
+    killed = subprocess.run([sys.executable, "-c", killed_on_third_member], cwd=archive_dir)
+    assert killed.returncode == -signal.SIGKILL
+    assert list((archive_dir / "out" / "objects").iterdir()) == []
+    assert not (archive_dir / "out" / "lib.json").exists()
+    rerun = run_cli(argv, cwd=archive_dir)
+    assert rerun.returncode == 0, rerun.stderr
+    assert len(list((archive_dir / "out" / "objects").iterdir())) == 3

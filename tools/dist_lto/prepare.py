@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import os
 import stat
 from dataclasses import dataclass, field
@@ -218,8 +219,11 @@ def _member_error(archive: str, name: str, position: int, problem: str) -> BadIn
     return BadInput(f"{archive}: member {name!r} (position {position}): {problem}")
 
 
-def prepare_regular(archive_path: str, outputs: Outputs, made: Created) -> list[Entry]:
-    """Extract every member of a regular archive into the (existing, empty) objects directory."""
+def prepare_regular(
+    archive_path: str, outputs: Outputs, made: Created, staging: str
+) -> list[Entry]:
+    """Extract every member of a regular archive into `staging`, the (new, empty) directory
+    that becomes the objects directory."""
     from dist_lto.archive import RegularArchive
 
     with RegularArchive(archive_path) as archive:
@@ -238,7 +242,7 @@ def prepare_regular(archive_path: str, outputs: Outputs, made: Created) -> list[
                 raise _member_error(archive_path, name, position, f"name {err}") from None
             names.append(name)
         paths = assign_paths(safe)
-        _extract(archive, paths, outputs.objects_dir, made)
+        _extract(archive, paths, staging, outputs.objects_dir, made)
     prefix = "" if outputs.objects_from_manifest == "." else outputs.objects_from_manifest + "/"
     # Dict displays: calling the TypedDict costs more than the rest of the row.
     entries: list[Entry] = [
@@ -285,20 +289,23 @@ def _make_directories(path: str, made: Created) -> None:
         made.directories.append(directory)
 
 
-def _extract(archive: RegularArchive, paths: list[str], objects_dir: str, made: Created) -> None:
-    """Write each member to its path under `objects_dir`, recording what was created."""
+def _extract(
+    archive: RegularArchive, paths: list[str], staging: str, objects_dir: str, made: Created
+) -> None:
+    """Write each member to its path under `staging`, recording what was created; errors
+    name the path in `objects_dir`, where the member is meant to be."""
     directories = sorted(directories_of(paths), key=lambda d: (d.count("/"), d))
-    root = os.open(objects_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    root = os.open(staging, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     current = ""
     try:
         for current in directories:
             os.mkdir(current, 0o777, dir_fd=root)
-            made.directories.append(os.path.join(objects_dir, current))
+            made.directories.append(os.path.join(staging, current))
         copy_to = archive.copy_to
         files = made.files
         for member, current in zip(archive.members, paths, strict=True):
             fd = os.open(current, _CREATE, 0o644, dir_fd=root)
-            files.append(os.path.join(objects_dir, current))
+            files.append(os.path.join(staging, current))
             try:
                 copy_to(member, fd)
             finally:
@@ -391,22 +398,30 @@ def prepare(archive_path: str, objects_dir: str, manifest: str) -> dict[str, Any
     """Do the whole job; return the manifest document that was written.
 
     The manifest's temporary file is opened before anything is extracted, so an
-    unwritable manifest location fails first; any failure removes every file and
-    directory this run created, and the manifest appears only on success.
+    unwritable manifest location fails first. Members are extracted into a staging
+    directory beside the objects directory, which becomes the objects directory in one
+    rename after the manifest is in place: a process killed at any point leaves the
+    objects directory as it was or complete, so a rerun succeeds. Any failure removes
+    every file and directory this run created.
     """
     outputs = check_outputs(objects_dir, manifest, archive_path)
     magic = _read_magic(archive_path)
     if magic not in (THIN_MAGIC, ARCH_MAGIC):
         raise BadInput(f"{archive_path}: not an ar archive")
     made = Created()
+    target = objects_dir.rstrip("/") or objects_dir
+    placed = False
     try:
         _make_directories(os.path.dirname(manifest), made)
-        _make_directories(objects_dir, made)
+        _make_directories(os.path.dirname(target), made)
+        staging = fsutil.temp_path_for(target)
+        os.mkdir(staging)
+        made.directories.append(staging)
         with fsutil.atomic_output(manifest) as temporary, open(temporary, "wb") as out:
             if magic == THIN_MAGIC:
                 entries = prepare_thin(archive_path, _read_all(archive_path), outputs)
             else:
-                entries = prepare_regular(archive_path, outputs, made)
+                entries = prepare_regular(archive_path, outputs, made, staging)
             document = {
                 "version": MANIFEST_VERSION,
                 "archive": os.path.basename(archive_path),
@@ -414,12 +429,34 @@ def prepare(archive_path: str, objects_dir: str, manifest: str) -> dict[str, Any
                 "members": entries,
             }
             out.write(jsonio.dumps(document))
+        placed = True
+        _publish(staging, target)
     except BaseException as err:
+        if placed:
+            fsutil.remove_quietly(manifest)
         made.remove()
         if isinstance(err, OSError):
             raise DistLtoError(f"{manifest}: cannot write: {err.strerror}") from None
         raise
     return document
+
+
+def _publish(staging: str, objects_dir: str) -> None:
+    """Make the staging directory the objects directory with one rename (it replaces an
+    empty directory). A symbolic link to the directory, or a mount point, cannot be
+    replaced: the entries move in one by one instead."""
+    if not os.path.islink(objects_dir):
+        try:
+            os.rename(staging, objects_dir)
+            return
+        except OSError as err:
+            if err.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                raise BadInput(f"{objects_dir}: objects directory is not empty") from None
+            if err.errno not in (errno.EBUSY, errno.EINVAL, errno.EXDEV):
+                raise
+    for name in sorted(os.listdir(staging)):
+        os.rename(os.path.join(staging, name), os.path.join(objects_dir, name))
+    os.rmdir(staging)
 
 
 def _parser() -> argparse.ArgumentParser:
