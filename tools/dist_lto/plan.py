@@ -263,7 +263,7 @@ class _Planner:
                         " but the index step loaded it as bitcode"
                     )
         listing = DirListing()
-        plain = self.plain and is_plain(layout.prefix)
+        plain = self.plain and is_plain(layout.prefix.rstrip("/"))
         for module in self.modules.values():
             if not module.index_src:
                 continue
