@@ -13,7 +13,7 @@ import pytest
 from conftest import Llvm, run_cli
 from dist_lto import linkline
 from dist_lto.errors import BadInput
-from dist_lto.index_step import Layout, climb, is_plain
+from dist_lto.index_step import Layout, is_raw_linker
 from dist_lto.meta import parse_meta
 from dist_lto.plans import (
     parse_archive_plan,
@@ -23,6 +23,7 @@ from dist_lto.plans import (
     quote_arg,
     response_file,
 )
+from dist_lto.spelling import climb, is_plain
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -44,6 +45,13 @@ def test_plain_paths_are_exactly_the_normal_relative_ones(parts: list[str]) -> N
     path = "/".join(parts)
     assert is_plain(path) == (bool(path) and posixpath.normpath(path) == path
                               and not path.startswith(("/", "..")) and path != ".")
+
+
+def test_linkers_are_told_from_compiler_drivers_by_name() -> None:
+    for linker in ("ld.lld", "/usr/bin/ld.lld-22", "ld", "lld", "ld.gold", "ld64.lld"):
+        assert is_raw_linker([linker, "-o", "x"]), linker
+    for driver in ("clang", "/usr/lib/llvm-22/bin/clang++", "gcc", "cc", "ldd", "clang-22"):
+        assert not is_raw_linker([driver]), driver
 
 
 def test_climb_counts_levels_above_the_start() -> None:

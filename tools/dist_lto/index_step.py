@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import posixpath
+import re
 import signal
 import subprocess
 import sys
@@ -30,8 +31,9 @@ IMPORTS_SUFFIX = ".imports"
 GUARD = "_/"
 """One level inserted below the index directory per `..` an input climbs above its start."""
 
-LINKER_PROGRAMS = ("ld.lld", "ld", "lld", "ld64.lld", "ld.gold", "ld.bfd")
-"""Programs taking linker flags directly; anything else is a compiler driver (`-Wl,`)."""
+LINKER_PROGRAMS = re.compile(r"(ld|lld|ld\.lld|ld64\.lld|ld\.gold|ld\.bfd)(-[0-9.]+)?")
+"""Programs taking linker flags directly (`ld.lld-22` too); anything else is a compiler
+driver, given linker flags as `-Wl,`."""
 
 BITCODE_MAGICS = (b"BC\xc0\xde", b"\xde\xc0\x17\x0b")
 """Raw LLVM bitcode and its wrapper header: the magic, never file(1)'s guess."""
@@ -74,7 +76,7 @@ class Layout:
 
 
 def is_raw_linker(command: list[str]) -> bool:
-    return os.path.basename(command[0]) in LINKER_PROGRAMS
+    return LINKER_PROGRAMS.fullmatch(os.path.basename(command[0])) is not None
 
 
 def is_bitcode_file(path: str) -> bool:
