@@ -582,3 +582,34 @@ def test_a_workers_bad_share_stops_every_share_before_writing(work: Path, llvm: 
     assert not (work / "out/plans").exists()
     assert not (work / "out/index/obj/native_obj.o.thinlto.bc").exists()
     assert not (work / "out/link-plan.json").exists()
+
+
+def test_loaded_member_whose_only_reference_was_inlined_keeps_its_constructor(
+    tmp_path: Path, llvm: Llvm
+) -> None:
+    # main imports and inlines reg_value(), so its optimised object no longer refers to
+    # reg.o; listed lazily, reg.o would not be linked and its constructor would not run.
+    (tmp_path / "main.c").write_text(
+        "#include <stdio.h>\nint reg_value(void);\nint ctor_seen;\n"
+        'int main(void) { printf("%d %d\\n", reg_value(), ctor_seen); return 0; }\n'
+    )
+    (tmp_path / "reg.c").write_text(
+        "extern int ctor_seen;\nint reg_value(void) { return 5; }\n"
+        "__attribute__((constructor)) static void reg_init(void) { ctor_seen = 1; }\n"
+    )
+    for name in ("main", "reg"):
+        subprocess.run([llvm.clang, "-O2", "-flto=thin", "-c", f"{name}.c", "-o", f"{name}.o"],
+                       cwd=tmp_path, check=True)
+    manifest = prepare(tmp_path, "reg", ["reg.o"])
+    doc = meta_doc(group(obj(0, "main.o")), group(archive(0, manifest)))
+    write_meta(tmp_path, doc)
+    plan(tmp_path, llvm)
+    assert run_backends(tmp_path, llvm, doc) == 2
+    nm = subprocess.run([llvm.nm, "-u", "out/opt/0.o"], cwd=tmp_path, check=True,
+                        capture_output=True, text=True).stdout
+    assert "reg_value" not in nm  # inlined: nothing in main pulls reg.o in any more
+    assert final_link(tmp_path, llvm) == "5 1\n"
+    subprocess.run([llvm.clang, "-flto=thin", *LINK, "-o", "ref", "main.o", "libreg.a"],
+                   cwd=tmp_path, check=True)
+    assert subprocess.run(["./ref"], cwd=tmp_path, check=True, capture_output=True,
+                          text=True).stdout == "5 1\n"
