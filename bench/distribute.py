@@ -14,8 +14,9 @@ interleaved round by round (the order rotates), as
 
 Distributors are started the way a user starts them: `dist-lto` is the console script,
 the reference distributors are Python scripts run by this interpreter. Medians per
-variant and workload, then ratios of the sums over the workloads. Every binary passes
-the workload's functional check once. Last lines:
+variant and workload, then ratios of the sums over the workloads, and each
+distributor's start-up alone (a job file without jobs). Every binary passes the
+workload's functional check once. Last lines:
 `distribute-cold/serial: <ratio>` and `distribute-cold/inprocess: <ratio>`.
 
 Usage: .venv/bin/python bench/distribute.py [--workloads lua,zstd] [--rounds 3] [--jobs N]
@@ -128,6 +129,25 @@ class Workload:
         self.time("ours-warm")  # the warm cache is still empty: this link fills it
 
 
+def startup(work: Path, runs: int = 15) -> dict[str, float]:
+    """Median wall ms of each distributor on a job file without jobs: its start-up alone."""
+    empty = work / "empty.dist-file.json"
+    empty.write_text('{"common": {"linker_output": "p", "args": ["clang"], "inputs": []},'
+                     ' "jobs": []}')  # fmt: skip
+    commands = {
+        "python -c pass": [sys.executable, "-c", "pass"],
+        "serial script": [script(work / "serial.py", SERIAL), str(empty)],
+        "dist-lto distribute": [DIST_LTO, "distribute", str(empty)],
+    }
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(runs):
+        for name, command in commands.items():
+            start = time.perf_counter()
+            subprocess.run(command, check=True)
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) * 1e3 for name, t in times.items()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workloads", default="lua,zstd")
@@ -148,6 +168,7 @@ def main() -> int:
                 for variant in VARIANTS[shift:] + VARIANTS[:shift]:
                     times[load.name][variant].append(load.time(variant))
         medians = {n: {v: statistics.median(t) for v, t in by.items()} for n, by in times.items()}
+        starts = startup(work)
 
     print(f"# wall time in s, median of {args.rounds} interleaved rounds, jobs={args.jobs},"
           f" {os.cpu_count()} CPUs; load average at the end: {os.getloadavg()[0]:.2f}")  # fmt: skip
@@ -161,6 +182,8 @@ def main() -> int:
               f"  distribute-cold/inprocess: {m['ours-cold'] / m['inprocess']:.3f}"
               f"  distribute-cold/threads: {m['ours-cold'] / m['threads']:.3f}"
               f"  cold/warm: {m['ours-cold'] / m['ours-warm']:.1f}")  # fmt: skip
+    print("start-up (empty job file), median ms: "
+          + ", ".join(f"{name} {ms:.0f}" for name, ms in starts.items()))  # fmt: skip
     print(f"distribute-j1/serial: {total['ours-j1'] / total['serial']:.3f}")
     print(f"distribute-cold/threads: {total['ours-cold'] / total['threads']:.3f}")
     print(f"distribute-cold/distribute-warm: {total['ours-cold'] / total['ours-warm']:.1f}")
