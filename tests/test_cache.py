@@ -20,6 +20,7 @@ from dist_lto.result_cache import (
     KeyMaker,
     ResultCache,
     canonical_summary,
+    command_identity,
     compiler_identity,
     default_cache_dir,
     parse_size,
@@ -331,6 +332,27 @@ def test_compiler_identity_is_remembered_while_its_files_are_unchanged(
     assert compiler_identity(str(own_clang), str(cache)) == "f" * 64  # not recomputed
     os.utime(own_clang)
     assert compiler_identity(str(own_clang), str(cache)) != "f" * 64
+
+
+def test_a_wrapped_compiler_is_identified_with_its_wrapper(
+    own_clang: Path, tmp_path: Path, llvm: Llvm
+) -> None:
+    """`--thinlto-remote-compiler=ccache --thinlto-remote-compiler-prepend-arg=clang`
+    makes `common.args` start `ccache clang -c ...`."""
+    wrapper = tmp_path / "wrap"
+    wrapper.write_text('#!/bin/sh\n[ "$1" = --version ] && { echo wrap 1; exit 0; }\nexec "$@"\n')
+    wrapper.chmod(0o755)
+    cache = str(tmp_path / "cache")
+    args = [str(wrapper), str(own_clang), "-c", "-O2"]
+    first = command_identity(args, cache)
+    assert first != compiler_identity(str(wrapper), cache)
+    # after the first option, a program's path is only an argument
+    assert command_identity([llvm.clang, "-c", str(own_clang)], cache) == compiler_identity(
+        llvm.clang, cache
+    )
+    with open(own_clang, "ab") as f:  # the wrapped compiler changes, the wrapper does not
+        f.write(b"\0")
+    assert command_identity(args, cache) != first
 
 
 def test_compiler_identity_of_a_missing_compiler_is_bad_input(tmp_path: Path) -> None:

@@ -582,7 +582,7 @@ def _job_failure(files: JobFile, job: Job, err: BaseException) -> DistLtoError:
 def _open_cache(
     files: JobFile, settings: Settings, reporter: Reporter
 ) -> "tuple[ResultCache | None, KeyMaker | None]":
-    from dist_lto.result_cache import KeyMaker, ResultCache, compiler_identity
+    from dist_lto.result_cache import KeyMaker, ResultCache, command_identity
 
     if settings.cache_dir is None:
         return None, None
@@ -593,7 +593,7 @@ def _open_cache(
         reporter.note(f"warning: result cache not used: {settings.cache_dir}: {err.strerror}")
         return None, None
     try:
-        identity = compiler_identity(files.compiler, settings.cache_dir)
+        identity = command_identity(files.args, settings.cache_dir)
     except BadInput as err:  # the jobs will say what is wrong with the compiler, if anything
         reporter.note(f"warning: result cache not used: {err.message}")
         return None, None

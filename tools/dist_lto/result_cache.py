@@ -1,7 +1,8 @@
 """A result cache for backend jobs, shared by every link of a user and safe to race on.
 
 Key: SHA-256 over the compiler's identity (its resolved path, `--version`, the hash of
-its binary, and the size and time of the LLVM libraries it loads), the job's arguments
+its binary, and the size and time of the LLVM libraries it loads; with a wrapper, that of
+the programs it is given too), the job's arguments
 with every input and output path replaced by a placeholder (`<input:0>`,
 `<output:0>`), and the contents of every input. An individual index names modules by
 path, and LLD's DTLTO names archive members after its process id, so an index is
@@ -118,6 +119,25 @@ def compiler_identity(compiler: str, cache_root: str) -> str:
     except OSError:
         pass  # remembering is an optimisation
     return identity
+
+
+def command_identity(args: list[str], cache_root: str) -> str:
+    """The identity of the programs that `args` (a job file's `common.args`) starts.
+
+    That is the compiler, `args[0]`, and, when it is a wrapper, the programs named
+    right after it up to the first option: LLD puts its
+    `--thinlto-remote-compiler-prepend-arg=` values there (`ccache /usr/bin/clang -c
+    ...`), and a compiler upgraded under an unchanged wrapper must change the key too.
+    """
+    parts = [compiler_identity(args[0], cache_root)]
+    for arg in args[1:]:
+        if arg.startswith("-"):
+            break
+        if _which(arg) is not None:
+            parts.append(compiler_identity(arg, cache_root))
+    if len(parts) == 1:
+        return parts[0]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
 def _llvm_libraries(exe: str, binary: bytes) -> list[str]:
