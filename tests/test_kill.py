@@ -1,0 +1,212 @@
+"""Each tool SIGKILLed at random points of real work on Lua: no declared output is ever
+partial, and a rerun succeeds with the same outputs as an uninterrupted run.
+
+A build system stops an action by killing its process group, so that is what the tests
+do (the tool and the clang or LLD it runs die together). Delays are drawn from a seeded
+generator over the whole length of an uninterrupted run, measured first; a kill that
+lands after the tool has finished simply checks the finished state. After each kill,
+every declared output that exists must be byte-identical to the uninterrupted run's
+(every output here is deterministic), temporaries may remain only under dot-names,
+and the rerun must succeed and reproduce the reference exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import workloads
+from conftest import Llvm
+
+DIST_LTO = [sys.executable, "-m", "dist_lto"]
+KILLS = {"prepare": 10, "plan": 10, "opt": 8, "distribute": 4}
+LINK = ["-fuse-ld=lld", "-O2"]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One tool's run: how to set up its inputs in an empty directory, its command, and
+    which of the files it writes are declared outputs."""
+
+    name: str
+    setup: Callable[[Path], None]
+    argv: list[str]
+    declared: Callable[[Path], list[str]]
+    """Declared outputs that exist under a directory, relative to it."""
+
+
+def files_under(root: Path, top: str) -> list[str]:
+    base = root / top
+    if base.is_file():
+        return [top]
+    return sorted(str(p.relative_to(root)) for p in base.rglob("*")
+                  if p.is_file() and not any(part.startswith(".") for part in p.parts))
+
+
+def contents(root: Path, paths: list[str]) -> dict[str, bytes]:
+    return {p: (root / p).read_bytes() for p in paths}
+
+
+# ---------------------------------------------------------------------------------
+# The Lua pipeline, built once: inputs of each step and an uninterrupted reference
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    source: Path
+    """Inputs: Lua's objects, its archive, and each step's inputs from the reference."""
+    steps: dict[str, Step]
+
+
+def _copy(src: Path, dst: Path, names: list[str]) -> None:
+    for name in names:
+        target = dst / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if (src / name).is_dir():
+            shutil.copytree(src / name, target)
+        else:
+            shutil.copy2(src / name, target)
+
+
+def lua_meta(build: workloads.Build) -> dict[str, object]:
+    """Lua's link: its main object, its library as a prepared archive, `-lm`."""
+    objects = [
+        {"kind": "object", "index": i, "path": path, "index_output": f"out/index/{path}.thinlto.bc",
+         "plan_output": f"out/plans/{i}.json", "opt_output": f"out/opt/{i}.o"}
+        for i, path in enumerate(build.main)
+    ]  # fmt: skip
+    archive = {"kind": "archive", "index": 0, "manifest": "prep/lua/manifest.json",
+               "plan_output": "out/archive-plans/0.json", "index_dir": "out/archive-index/0",
+               "opt_objects_dir": "out/archive-opt/0"}  # fmt: skip
+    return {"version": 1, "index_dir": "out/index", "link_plan_output": "out/link-plan.json",
+            "final_link_args_output": "out/final-link.args",
+            "groups": [{"linkables": objects}, {"linkables": [archive]},
+                       {"linkables": [{"kind": "args", "args": build.link_flags}]}]}  # fmt: skip
+
+
+KEEP_JOB = (
+    "import json, shutil, subprocess, sys\n"
+    "shutil.copy(sys.argv[-1], 'job.json')\n"
+    "jobs = json.load(open(sys.argv[-1]))\n"
+    "for job in jobs['jobs']:\n"
+    "    subprocess.run(jobs['common']['args'] + job['args'], check=True)\n"
+)
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory: pytest.TempPathFactory, lua_objects: workloads.Build,
+             llvm: Llvm) -> Pipeline:  # fmt: skip
+    root = tmp_path_factory.mktemp("kill-pipeline")
+    build = lua_objects
+    shutil.copytree(build.root / "obj", root / "obj")
+    subprocess.run([llvm.ar, "rcs", "liblua.a", *build.library], cwd=root, check=True)
+    prepare_argv = ["prepare", "--archive", "liblua.a", "--objects-out", "prep/lua/objects",
+                    "--manifest-out", "prep/lua/manifest.json"]  # fmt: skip
+    subprocess.run([*DIST_LTO, *prepare_argv], cwd=root, check=True)
+    (root / "meta.json").write_text(json.dumps(lua_meta(build)))
+    plan_argv = ["plan", "meta.json", "--", llvm.clang, *LINK, "-o", "lua"]
+    subprocess.run([*DIST_LTO, *plan_argv], cwd=root, check=True)
+    (root / "link.args").write_text("\n".join([*LINK, *build.link_flags]) + "\n")
+    opt_argv = ["opt", "--input", "prep/lua/objects/lvm.o", "--index",
+                "out/index/prep/lua/objects/lvm.o.thinlto.bc", "--out", "opt/lvm.o",
+                "--args", "link.args", "--", llvm.clang]  # fmt: skip
+    # LLD's own DTLTO, keeping its job file and the indexes it names (--save-temps).
+    dtlto = root / "dtlto"
+    shutil.copytree(build.root / "obj", dtlto / "obj")
+    (root / "keep-job.py").write_text(KEEP_JOB)
+    subprocess.run([llvm.clang, "-flto=thin", *LINK, *build.objects, *build.link_flags, "-o",
+                    "lua", f"-fthinlto-distributor={sys.executable}",
+                    f"-Xthinlto-distributor={root / 'keep-job.py'}", "-Wl,--save-temps"],
+                   cwd=dtlto, check=True, capture_output=True)  # fmt: skip
+    job = json.loads((dtlto / "job.json").read_text())
+    job_inputs = sorted({p for j in job["jobs"] for p in j["inputs"]})
+    job_outputs = sorted(j["outputs"][0] for j in job["jobs"])
+    distribute_argv = ["distribute", "--jobs", "2", "--cache-dir", "cache", "job.json"]
+
+    prep_inputs = ["obj", "liblua.a", "prep", "meta.json"]
+    steps = {
+        "prepare": Step(
+            "prepare", lambda d: _copy(root, d, ["liblua.a"]), prepare_argv,
+            lambda d: files_under(d, "prep/lua/manifest.json") + files_under(d, "prep/lua/objects"),
+        ),
+        "plan": Step(
+            "plan", lambda d: _copy(root, d, prep_inputs), plan_argv,
+            lambda d: [p for p in files_under(d, "out") if p.endswith((".thinlto.bc", ".json",
+                                                                      ".args"))],
+        ),
+        "opt": Step(
+            "opt", lambda d: (_copy(root, d, ["prep", "out/index", "link.args"]),
+                              (d / "opt").mkdir()),
+            opt_argv, lambda d: files_under(d, "opt"),
+        ),
+        "distribute": Step(
+            "distribute", lambda d: _copy(dtlto, d, ["job.json", *job_inputs]), distribute_argv,
+            lambda d: [p for p in job_outputs if (d / p).exists()],
+        ),
+    }  # fmt: skip
+    return Pipeline(root, steps)
+
+
+# ---------------------------------------------------------------------------------
+# Killing
+
+
+def run_to_end(step: Step, work: Path) -> float:
+    start = time.monotonic()
+    done = subprocess.run([*DIST_LTO, *step.argv], cwd=work, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert done.returncode == 0, f"{step.name}: {done.stderr}"
+    return time.monotonic() - start
+
+
+def kill_at(step: Step, work: Path, delay: float) -> int:
+    """Start the step, SIGKILL its whole process group after `delay` s; its exit status."""
+    proc = subprocess.Popen([*DIST_LTO, *step.argv], cwd=work, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        proc.wait(timeout=delay)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the leader is not reaped yet: the group is ours
+        proc.wait()
+    return proc.returncode
+
+
+@pytest.mark.parametrize("name", list(KILLS))
+def test_killed_at_random_points_leaves_no_partial_output_and_reruns(
+    name: str, pipeline: Pipeline, tmp_path: Path
+) -> None:
+    step = pipeline.steps[name]
+    reference_dir = tmp_path / "reference"
+    reference_dir.mkdir()
+    step.setup(reference_dir)
+    duration = run_to_end(step, reference_dir)
+    declared = step.declared(reference_dir)
+    assert declared, f"{name} declared nothing"
+    reference = contents(reference_dir, declared)
+    rng = random.Random(f"kill:{name}")
+    interrupted = 0
+    for i in range(KILLS[name]):
+        work = tmp_path / f"kill{i}"
+        work.mkdir()
+        step.setup(work)
+        status = kill_at(step, work, rng.uniform(0, duration * 1.2))
+        interrupted += status == -signal.SIGKILL
+        left = step.declared(work)
+        unexpected = set(left) - set(reference)
+        assert not unexpected, f"kill {i}: outputs an uninterrupted run has not: {unexpected}"
+        partial = [p for p in left if (work / p).read_bytes() != reference[p]]
+        assert not partial, f"kill {i} (status {status}): partial outputs {partial[:5]}"
+        run_to_end(step, work)
+        assert contents(work, step.declared(work)) == reference, f"kill {i}: rerun differs"
+        shutil.rmtree(work)
+    assert interrupted > 0, f"no kill landed while {name} ran ({duration:.2f} s)"
