@@ -19,7 +19,7 @@ distributor's start-up alone (a job file without jobs). Every binary passes the
 workload's functional check once. Last lines:
 `distribute-cold/serial: <ratio>` and `distribute-cold/inprocess: <ratio>`.
 
-Usage: .venv/bin/python bench/distribute.py [--workloads lua,zstd] [--rounds 3] [--jobs N]
+Usage: .venv/bin/python bench/distribute.py [--workloads lua,zstd] [--rounds 5] [--jobs N]
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ def startup(work: Path, runs: int = 15) -> dict[str, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workloads", default="lua,zstd")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)))
     args = parser.parse_args()
     names = args.workloads.split(",")
@@ -168,6 +168,7 @@ def main() -> int:
                 for variant in VARIANTS[shift:] + VARIANTS[:shift]:
                     times[load.name][variant].append(load.time(variant))
         medians = {n: {v: statistics.median(t) for v, t in by.items()} for n, by in times.items()}
+        floors = {n: {v: min(t) for v, t in by.items()} for n, by in times.items()}
         starts = startup(work)
 
     print(f"# wall time in s, median of {args.rounds} interleaved rounds, jobs={args.jobs},"
@@ -182,6 +183,11 @@ def main() -> int:
               f"  distribute-cold/inprocess: {m['ours-cold'] / m['inprocess']:.3f}"
               f"  distribute-cold/threads: {m['ours-cold'] / m['threads']:.3f}"
               f"  cold/warm: {m['ours-cold'] / m['ours-warm']:.1f}")  # fmt: skip
+    floor = {v: sum(floors[n][v] for n in names) for v in VARIANTS}
+    print(f"floor (fastest round of each, less disturbed by other load):"
+          f" distribute-cold/inprocess: {floor['ours-cold'] / floor['inprocess']:.3f}"
+          f"  threads/inprocess: {floor['threads'] / floor['inprocess']:.3f}"
+          f"  distribute-cold/serial: {floor['ours-cold'] / floor['serial']:.3f}")  # fmt: skip
     print("start-up (empty job file), median ms: "
           + ", ".join(f"{name} {ms:.0f}" for name, ms in starts.items()))  # fmt: skip
     print(f"distribute-j1/serial: {total['ours-j1'] / total['serial']:.3f}")
