@@ -389,3 +389,37 @@ def test_prepare_killed_while_extracting_leaves_the_objects_directory_empty_and_
     rerun = run_cli(argv, cwd=archive_dir)
     assert rerun.returncode == 0, rerun.stderr
     assert len(list((archive_dir / "out" / "objects").iterdir())) == 3
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_plan_killed_while_writing_plans_leaves_none_empty_and_reruns(
+    tmp_path: Path, jobs: str
+) -> None:
+    """Object plans were created at their paths and then written: a kill in between (at
+    scale, every kill during the writing) left an empty plan at a declared path."""
+    import plan as plan_bench  # bench/plan.py: a synthetic link in LLD's layout
+
+    plan_bench.generate(tmp_path, 400)
+    argv = ["plan", "--replay", "--jobs", jobs, "meta.json"]
+    killed_at_a_write = (
+        "import os, signal, sys\n"
+        "from dist_lto import cli\n"
+        "write, count = os.write, [0]\n"
+        "def killing_write(fd, data):\n"
+        "    count[0] += 1\n"
+        "    if count[0] == 60:\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    return write(fd, data)\n"
+        "os.write = killing_write\n"
+        f"sys.exit(cli.main({argv!r}))\n"
+    )
+    killed = subprocess.run([sys.executable, "-c", killed_at_a_write], cwd=tmp_path, timeout=120)
+    assert killed.returncode == -signal.SIGKILL
+    written = [p for p in (tmp_path / "out" / "plans").rglob("*") if p.is_file()
+               and not p.name.startswith(".")]  # fmt: skip
+    assert written, "the kill came before any plan was written"
+    for path in written:
+        assert json.loads(path.read_bytes())["version"] == 1, path
+    rerun = run_cli(argv, cwd=tmp_path)
+    assert rerun.returncode == 0, rerun.stderr
+

@@ -412,17 +412,19 @@ class _Planner:
         return paths
 
     def write_objects(self, objects: list[ObjectInput]) -> None:
-        """Write the plans of `objects` (and empty index files for native ones) directly:
-        at 100,000 objects a temporary name and a rename would cost 40% more. On failure
-        what was written is removed."""
+        """Write the plans of `objects` (and empty index files for native ones). A plan is
+        written under a temporary name and renamed, so a planner killed at any point
+        leaves no empty or partial plan (an empty index file is complete as created). On
+        failure what was written is removed."""
         dirs = _Dirs()
+        suffix = f".tmp-{os.getpid()}-{os.urandom(4).hex()}"  # per process: workers fork
         try:
             for o in objects:
                 if not self.object_modules[o.index].loaded:
                     dirs.ensure_parent(o.index_output)
                     _write_direct(o.index_output, b"")
                 dirs.ensure_parent(o.plan_output)
-                _write_direct(o.plan_output, dumps(self.object_plan(o)))
+                _write_renamed(o.plan_output, dumps(self.object_plan(o)), suffix)
         except BaseException:
             parts.remove_files(self.object_outputs(objects))
             raise
@@ -471,6 +473,19 @@ def _write_direct(path: str, data: bytes) -> None:
                 view = view[os.write(fd, view) :]
     finally:
         os.close(fd)
+
+
+def _write_renamed(path: str, data: bytes, suffix: str) -> None:
+    """`path` appears complete or not at all: written as `.NAME` + `suffix` beside it."""
+    head, _, tail = path.rpartition("/")
+    tmp = f"{head}/.{tail}{suffix}" if head else f".{tail}{suffix}"
+    try:
+        _write_direct(tmp, data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def _move(src: str, dst: str) -> None:
