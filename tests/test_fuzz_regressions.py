@@ -423,3 +423,14 @@ def test_plan_killed_while_writing_plans_leaves_none_empty_and_reruns(
     rerun = run_cli(argv, cwd=tmp_path)
     assert rerun.returncode == 0, rerun.stderr
 
+
+def test_truncated_index_is_bad_input_before_clang_runs(lzio: Path) -> None:
+    """What a killed index step can leave: LLD writes index files in place. The module
+    table is near the start, so the cut passed the check and clang, saying "can't skip to
+    bit 1696", exited 0 with an empty object (exit 1)."""
+    index = lzio / f"{MODULE}.thinlto.bc"
+    index.write_bytes(index.read_bytes()[:-24])
+    result = opt(lzio, "out/m.o")
+    assert result.returncode == 2, result.stderr
+    assert "not a ThinLTO index: truncated" in result.stderr
+    assert list((lzio / "out").iterdir()) == []

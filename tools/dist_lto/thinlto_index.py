@@ -343,7 +343,9 @@ def _find_module_block(data: bytes) -> tuple[_Reader, int, dict[int, list[Abbrev
                 _blockinfo(reader, width, blockinfo)
             elif block_id == _MODULE_BLOCK:
                 reader.align32()
-                reader.read(32)
+                words = reader.read(32)
+                if reader.pos + words * 32 > reader.end:  # cut short: a killed writer, say
+                    raise _Truncated
                 return reader, width, blockinfo
             else:
                 _skip_block(reader)
