@@ -201,26 +201,73 @@ def _record(reader: _Reader, abbrev_id: int, abbrevs: list[Abbrev]) -> tuple[int
 
 def _values(reader: _Reader, abbrev_id: int, abbrevs: list[Abbrev]) -> tuple[int, list[int], bytes]:
     """One record as (code, every operand as an integer, b""): an array is decoded element
-    by element (`_record` keeps only the low byte of each); a blob is a ValueError."""
+    by element (`_record` keeps only the low byte of each); a blob is a ValueError.
+
+    A result cache decodes every summary record of every index of a link (~7,000 for
+    Lua), so the bits come from a buffer refilled 512 at a time rather than from
+    `_Reader`'s slice per field: about twice as fast."""
     if abbrev_id == 3:
         return _record(reader, abbrev_id, abbrevs)
     index = abbrev_id - 4
     if index >= len(abbrevs):
         raise ValueError(f"undefined abbreviation {abbrev_id}")
+    bits = _Bits(reader)
     fields: list[int] = []
     abbrev = abbrevs[index]
-    for i, (kind, _) in enumerate(abbrev):
+    for i, (kind, width) in enumerate(abbrev):
         if kind == _ARRAY:
-            count = reader.vbr(6)
-            if count > reader.end - reader.pos:
+            elements = bits.scalar(_VBR, 6)
+            if elements > bits.end - bits.pos:
                 raise _Truncated  # more elements than bits left
-            element = abbrev[i + 1]
-            fields.extend(reader.scalar(element) for _ in range(count))
+            kind, width = abbrev[i + 1]
+            fields += [bits.scalar(kind, width) for _ in range(elements)]
             break
         if kind == _BLOB:
             raise ValueError("blob operand in a summary record")
-        fields.append(reader.scalar(abbrev[i]))
+        fields.append(bits.scalar(kind, width))
+    reader.pos = bits.pos
     return fields[0], fields[1:], b""
+
+
+class _Bits:
+    """Reading forward from a reader's position through a buffer of up to 512 bits."""
+
+    __slots__ = ("buf", "data", "end", "left", "pos")
+
+    def __init__(self, reader: _Reader) -> None:
+        self.data, self.pos, self.end = reader.data, reader.pos, reader.end
+        self.buf = self.left = 0
+
+    def take(self, width: int) -> int:
+        if width > self.left:
+            pos = self.pos
+            if pos + width > self.end:
+                raise _Truncated
+            self.buf = int.from_bytes(self.data[pos >> 3 : (pos >> 3) + 65], "little") >> (pos & 7)
+            self.left = min(512, self.end - pos)
+        value = self.buf & ((1 << width) - 1)
+        self.buf >>= width
+        self.left -= width
+        self.pos += width
+        return value
+
+    def scalar(self, kind: int, width: int) -> int:
+        if kind == _FIXED:
+            return self.take(width)
+        if kind == _VBR:
+            high = 1 << (width - 1)
+            value = shift = 0
+            while True:
+                piece = self.take(width)
+                value |= (piece & (high - 1)) << shift
+                if not piece & high:
+                    return value
+                shift += width - 1
+                if shift > 64:
+                    raise ValueError("VBR value wider than 64 bits")
+        if kind == _CHAR6:
+            return _CHAR6_TABLE[self.take(6)]
+        return width  # a literal
 
 
 def _skip_block(reader: _Reader) -> None:
