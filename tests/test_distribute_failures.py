@@ -388,3 +388,33 @@ def test_a_missing_compiler_fails_every_job_it_would_run(
     assert lines[1].startswith("dist-lto distribute: error: job ")
     assert lines[1].endswith(f": {missing}: cannot run: No such file or directory")
     assert leftovers(root) == [] and not list(root.glob("*.native.o"))
+
+
+def test_jobs_start_biggest_module_first(
+    tmp_path: Path, small_dtlto: DtltoLink, dist_lto: str
+) -> None:
+    root, job_file = captured(tmp_path, small_dtlto)
+    done = distribute(dist_lto, root, job_file, "--no-cache", "--jobs=1", "--verbose")
+    assert done.returncode == 0, done.stderr
+    modules = [line.split(" compiled ")[1].split(" -> ")[0]
+               for line in done.stderr.splitlines() if " compiled " in line]  # fmt: skip
+    sizes = [(root / module).stat().st_size for module in modules]
+    assert len(modules) == 4 and sizes == sorted(sizes, reverse=True)
+    assert len(set(sizes)) > 1  # the order means something
+
+
+def test_the_cache_is_pruned_to_its_limit_after_a_link_that_filled_it(
+    tmp_path: Path, small_dtlto: DtltoLink, dist_lto: str
+) -> None:
+    root, job_file = captured(tmp_path, small_dtlto)
+    cache = tmp_path / "cache"
+    sizes = sorted(p.stat().st_size for p in small_dtlto.root.glob("*.native.o"))
+    limit = sizes[0]  # room for the smallest object only
+    # One job at a time, biggest first: the smallest object is stored last, the newest.
+    done = distribute(dist_lto, root, job_file, f"--cache-dir={cache}", "--jobs=1",
+                      f"--cache-max-size={limit}", "--verbose")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"pruned 3 cache entries (limit {limit})" in done.stderr
+    entries = list((cache / "v1" / "entries").glob("*/*/0"))
+    assert len(entries) == 1 and entries[0].stat().st_size == limit
+    assert len(list(root.glob("*.native.o"))) == 4  # the link's outputs are untouched
