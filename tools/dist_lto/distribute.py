@@ -385,6 +385,8 @@ class Distribution:
                 self.reporter.end()
         if self.failure is not None:
             raise self.failure
+        if self.done != len(self.order):  # every path above counts a job or fails
+            raise DistLtoError(f"internal error: {len(self.order) - self.done} jobs did not run")
 
     def _halt(self, signum: int, threads: list[threading.Thread]) -> None:
         """Stop the running compilers with `signum` and wait until every worker has left
@@ -427,7 +429,10 @@ class Distribution:
                     self.running -= 1
                     self.done += 1
                     self.cached += how == CACHED
-                    self.reporter.finished(job, how, time.monotonic() - started, self.done)
+                    try:  # noqa: SIM105 (contextlib costs an import for one use)
+                        self.reporter.finished(job, how, time.monotonic() - started, self.done)
+                    except OSError:
+                        pass  # stderr closed: the job is done all the same
                     self.lock.notify()
         finally:
             with self.lock:
