@@ -27,9 +27,10 @@ from pathlib import Path
 import pytest
 import workloads
 from conftest import Llvm
+from dist_lto.plans import read_archive_plan
 
 DIST_LTO = [sys.executable, "-m", "dist_lto"]
-KILLS = {"prepare": 10, "plan": 10, "opt": 8, "distribute": 4}
+KILLS = {"prepare": 8, "plan": 8, "opt": 6, "distribute": 3}
 LINK = ["-fuse-ld=lld", "-O2"]
 
 
@@ -43,6 +44,10 @@ class Step:
     argv: list[str]
     declared: Callable[[Path], list[str]]
     """Declared outputs that exist under a directory, relative to it."""
+    whole: str = ""
+    """A declared directory that must be absent, empty or complete (never half-filled)."""
+    before_rerun: Callable[[Path], None] = lambda _: None
+    """What a build system does before it runs the action again."""
 
 
 def files_under(root: Path, top: str) -> list[str]:
@@ -95,12 +100,15 @@ def lua_meta(build: workloads.Build) -> dict[str, object]:
 
 
 KEEP_JOB = (
-    "import json, shutil, subprocess, sys\n"
+    "import concurrent.futures, json, shutil, subprocess, sys\n"
     "shutil.copy(sys.argv[-1], 'job.json')\n"
     "jobs = json.load(open(sys.argv[-1]))\n"
-    "for job in jobs['jobs']:\n"
+    "def run(job):\n"
     "    subprocess.run(jobs['common']['args'] + job['args'], check=True)\n"
+    "with concurrent.futures.ThreadPoolExecutor(2) as pool:\n"
+    "    list(pool.map(run, jobs['jobs']))\n"
 )
+"""A distributor that keeps LLD's job file (as job.json) and runs the jobs two at a time."""
 
 
 @pytest.fixture(scope="module")
@@ -117,8 +125,10 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory, lua_objects: workloads.Bu
     plan_argv = ["plan", "meta.json", "--", llvm.clang, *LINK, "-o", "lua"]
     subprocess.run([*DIST_LTO, *plan_argv], cwd=root, check=True)
     (root / "link.args").write_text("\n".join([*LINK, *build.link_flags]) + "\n")
-    opt_argv = ["opt", "--input", "prep/lua/objects/lvm.o", "--index",
-                "out/index/prep/lua/objects/lvm.o.thinlto.bc", "--out", "opt/lvm.o",
+    archive = read_archive_plan(str(root / "out/archive-plans/0.json"))
+    (lvm,) = (m for m in archive["members"] if m["name"] == "lvm.o")
+    opt_argv = ["opt", "--input", lvm["input"], "--index",
+                f"{archive['index_dir']}/{lvm['index_file']}", "--out", "opt/lvm.o",
                 "--args", "link.args", "--", llvm.clang]  # fmt: skip
     # LLD's own DTLTO, keeping its job file and the indexes it names (--save-temps).
     dtlto = root / "dtlto"
@@ -138,14 +148,20 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory, lua_objects: workloads.Bu
         "prepare": Step(
             "prepare", lambda d: _copy(root, d, ["liblua.a"]), prepare_argv,
             lambda d: files_under(d, "prep/lua/manifest.json") + files_under(d, "prep/lua/objects"),
+            whole="prep/lua/objects",
+            # Its objects directory must be missing or empty: outputs go first, as in Buck2.
+            before_rerun=lambda d: shutil.rmtree(d / "prep" / "lua" / "objects", True),
         ),
         "plan": Step(
             "plan", lambda d: _copy(root, d, prep_inputs), plan_argv,
-            lambda d: [p for p in files_under(d, "out") if p.endswith((".thinlto.bc", ".json",
-                                                                      ".args"))],
+            # The meta's declared outputs (the rest of out/index is the index step's own).
+            lambda d: [p for top in ("out/plans", "out/archive-plans", "out/archive-index",
+                                     "out/link-plan.json", "out/final-link.args",
+                                     *(f"out/index/{o}.thinlto.bc" for o in build.main))
+                       if (d / top).exists() for p in files_under(d, top)],
         ),
         "opt": Step(
-            "opt", lambda d: (_copy(root, d, ["prep", "out/index", "link.args"]),
+            "opt", lambda d: (_copy(root, d, ["prep", "out", "link.args"]),
                               (d / "opt").mkdir()),
             opt_argv, lambda d: files_under(d, "opt"),
         ),
@@ -206,6 +222,11 @@ def test_killed_at_random_points_leaves_no_partial_output_and_reruns(
         assert not unexpected, f"kill {i}: outputs an uninterrupted run has not: {unexpected}"
         partial = [p for p in left if (work / p).read_bytes() != reference[p]]
         assert not partial, f"kill {i} (status {status}): partial outputs {partial[:5]}"
+        if step.whole:
+            inside = {p for p in left if p.startswith(step.whole + "/")}
+            expected = {p for p in reference if p.startswith(step.whole + "/")}
+            assert inside in (set(), expected), f"kill {i}: {step.whole} is half-filled"
+        step.before_rerun(work)
         run_to_end(step, work)
         assert contents(work, step.declared(work)) == reference, f"kill {i}: rerun differs"
         shutil.rmtree(work)
