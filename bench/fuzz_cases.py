@@ -571,7 +571,7 @@ def _mutate_index_outputs(files: dict[str, bytes], rng: random.Random, corpus: C
     if op == 0:
         i = rng.randrange(len(lines))
         lines[i] = mutate_string(lines[i], rng, lines, cwd_abs)
-        files[listing] = "\n".join(lines).encode()
+        files[listing] = "\n".join(lines).encode("utf-8", "surrogatepass")
         return f"index.list line {i}: {lines[i][:60]!r}"
     if op == 1:
         files[listing] = mutate_bytes(files[listing], rng)
@@ -583,7 +583,7 @@ def _mutate_index_outputs(files: dict[str, bytes], rng: random.Random, corpus: C
                            "/abs.o", "in/prep/libm/objects/unused.o", "", "libm.a(add.o at 4)"])
         entries.insert(rng.randrange(len(entries) + 1), mutate_string(extra, rng, [], cwd_abs)
                        if rng.random() < 0.3 else extra)  # fmt: skip
-        files[name] = "\n".join(entries).encode()
+        files[name] = "\n".join(entries).encode("utf-8", "surrogatepass")
         return f"{name}: import {extra!r}"
     if op == 3:
         name = rng.choice(imports)
