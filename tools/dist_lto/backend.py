@@ -28,7 +28,7 @@ import os
 
 from dist_lto.errors import EXIT_INTERNAL, BadInput, DistLtoError
 from dist_lto.fsutil import remove_quietly, temp_path_for
-from dist_lto.thinlto_index import BITCODE_MAGIC, WRAPPER_MAGIC, read_index_modules
+from dist_lto.thinlto_index import read_index_modules
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (milliseconds)
 if TYPE_CHECKING:
@@ -44,11 +44,6 @@ _CHILD_DEFAULT_SIGNALS = (_signal.SIGPIPE, _signal.SIGXFSZ)
 
 class BackendFailed(DistLtoError):
     """clang failed or lied about succeeding; `status` is what the action exits with."""
-
-
-def is_bitcode(head: bytes) -> bool:
-    """LLVM bitcode, bare or in a wrapper (never guess from `file(1)`, which misreads it)."""
-    return head[:4] in (BITCODE_MAGIC, WRAPPER_MAGIC)
 
 
 def read_head(path: str, what: str, size: int = 64) -> bytes:

@@ -23,6 +23,7 @@ from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.fsutil import write_atomic
 from dist_lto.plans import response_file
 from dist_lto.spelling import climb, is_plain, norm
+from dist_lto.thinlto_index import is_bitcode
 
 LIST_NAME = "index.list"
 ARGS_NAME = "index.args"
@@ -35,8 +36,6 @@ LINKER_PROGRAMS = re.compile(r"(ld|lld|ld\.lld|ld64\.lld|ld\.gold|ld\.bfd)(-[0-9
 """Programs taking linker flags directly (`ld.lld-22` too); anything else is a compiler
 driver, given linker flags as `-Wl,`."""
 
-BITCODE_MAGICS = (b"BC\xc0\xde", b"\xde\xc0\x17\x0b")
-"""Raw LLVM bitcode and its wrapper header: the magic, never file(1)'s guess."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +82,7 @@ def is_bitcode_file(path: str) -> bool:
     """Whether `path` starts with a bitcode magic; an unreadable file is bad input."""
     try:
         with open(path, "rb") as f:
-            return f.read(4) in BITCODE_MAGICS
+            return is_bitcode(f.read(4))
     except OSError as err:
         raise BadInput(f"{path}: cannot read object: {err.strerror}") from None
 

@@ -12,7 +12,6 @@ import sys
 
 from dist_lto.backend import (
     check_primary,
-    is_bitcode,
     pass_through,
     read_head,
     run_backend,
@@ -20,6 +19,7 @@ from dist_lto.backend import (
 )
 from dist_lto.errors import BadInput
 from dist_lto.lto_flags import read_args_file, translate
+from dist_lto.thinlto_index import is_bitcode
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (milliseconds)
 if TYPE_CHECKING:

@@ -25,14 +25,12 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from dist_lto import fsutil, jsonio
 from dist_lto.ar_headers import ARCH_MAGIC, THIN_MAGIC, read_thin_members
 from dist_lto.errors import BadInput, DistLtoError
+from dist_lto.thinlto_index import is_bitcode
 
 if TYPE_CHECKING:
     from dist_lto.archive import RegularArchive
 
 MANIFEST_VERSION = 1
-
-BITCODE_MAGICS = (b"BC\xc0\xde", b"\xde\xc0\x17\x0b")
-"""Raw LLVM bitcode, and the bitcode wrapper header (Darwin, some embedders)."""
 
 NAME_MAX = 255
 """Longest file name component Linux file systems accept, in bytes."""
@@ -66,11 +64,6 @@ class Entry(TypedDict):
     """Where the member's bytes are, relative to the manifest's directory."""
     size: int
     bitcode: bool
-
-
-def is_bitcode(head: bytes) -> bool:
-    """Whether data starting with `head` is LLVM bitcode, raw or wrapped (by magic, not file(1))."""
-    return head[:4] in BITCODE_MAGICS
 
 
 class UnsafeName(ValueError):

@@ -19,6 +19,11 @@ BITCODE_MAGIC = b"BC\xc0\xde"
 WRAPPER_MAGIC = b"\xde\xc0\x17\x0b"
 """A bitcode wrapper header (Darwin-style) in front of the bitcode."""
 
+
+def is_bitcode(head: bytes) -> bool:
+    """LLVM bitcode, bare or in a wrapper, by magic (never `file(1)`, which misreads it)."""
+    return head[:4] in (BITCODE_MAGIC, WRAPPER_MAGIC)
+
 _MODULE_BLOCK = 8
 _MODULE_STRTAB_BLOCK = 19
 _GLOBALVAL_SUMMARY_BLOCK = 20
