@@ -56,14 +56,22 @@ def test_addresses_we_cannot_use_are_named_in_the_error(text: str) -> None:
 @given(st.text(max_size=30), st.text(max_size=30))
 @settings(max_examples=300)
 def test_headers_are_valid_grpc_metadata_or_bad_input(key: str, value: str) -> None:
+    text = f"{key}={value}"
     try:
-        k, v = parse_header(f"{key}={value}")
+        k, v = parse_header(text)
     except BadInput as err:
         assert err.message.startswith("--remote-header: ")
     else:
-        assert k == key.lower() and k and not k.startswith("grpc-") and not k.endswith("-bin")
+        given_key, _, given_value = text.partition("=")  # the first '=' separates
+        assert k == given_key.lower() and k and not k.startswith("grpc-")
+        assert not k.endswith("-bin")
         assert set(k) <= set("abcdefghijklmnopqrstuvwxyz0123456789-_.")
-        assert v == value and v.isascii() and v.isprintable()
+        assert v == given_value and v.isascii() and v.isprintable()
+
+
+def test_header_value_with_a_control_character_is_refused() -> None:
+    with pytest.raises(BadInput, match="has a control character"):
+        parse_header("x-token=a\x01b")
 
 
 def test_header_without_equals_or_with_a_reserved_key_is_refused() -> None:
