@@ -189,21 +189,21 @@ def section_names(path: str) -> list[bytes]:
 # Running
 
 
-class _Stop(BaseException):
-    """A signal asked this process to stop while clang ran."""
+class StopRequested(BaseException):
+    """A stop signal arrived (raised from the handler, so waits end at once)."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
         self.signum = signum
 
 
-def _raise_stop(signum: int, _frame: object) -> None:
-    raise _Stop(signum)
+def raise_stop(signum: int, _frame: object) -> None:
+    raise StopRequested(signum)
 
 
 def _catch_stop_signals() -> dict[int, object]:
     try:
-        return {sig: _signal.signal(sig, _raise_stop) for sig in _FORWARDED_SIGNALS}
+        return {sig: _signal.signal(sig, raise_stop) for sig in _FORWARDED_SIGNALS}
     except ValueError:
         # Not the main thread (a distributor's worker): only the main thread can catch
         # signals, and the distributor decides what stopping means for all its jobs.
@@ -250,7 +250,7 @@ def run_tool(argv: list[str], on_start: "Callable[[int], None] | None" = None) -
             while chunk := os.read(read_end, 65536):
                 chunks.append(chunk)
             _, wait_status = os.waitpid(pid, 0)
-        except _Stop as stop:
+        except StopRequested as stop:
             os.kill(pid, stop.signum)
             os.waitpid(pid, 0)
             raise DistLtoError(

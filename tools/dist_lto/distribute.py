@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 
-from dist_lto.backend import check_primary, run_backend
+from dist_lto.backend import StopRequested, check_primary, raise_stop, run_backend
 from dist_lto.errors import EXIT_INTERNAL, BadInput, DistLtoError
 from dist_lto.fsutil import remove_quietly
 from dist_lto.jobfile import Job, JobFile, read_job_file
@@ -302,16 +302,6 @@ class Reporter:
 # Running
 
 
-class _Stop(BaseException):
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _raise_stop(signum: int, _frame: object) -> None:
-    raise _Stop(signum)
-
-
 def _ignore(_signum: int, _frame: object) -> None:
     pass
 
@@ -360,7 +350,7 @@ class Distribution:
             threading.Thread(target=self._work, name=f"dist-lto-{i}", daemon=True)
             for i in range(self.workers)
         ]
-        previous = {sig: _signal.signal(sig, _raise_stop) for sig in _STOP_SIGNALS}
+        previous = {sig: _signal.signal(sig, raise_stop) for sig in _STOP_SIGNALS}
         try:
             try:
                 with self.lock:
@@ -370,7 +360,7 @@ class Distribution:
                     while self.active:
                         self.lock.wait(0.25 if self.reporter.tty else 1.0)
                         self.reporter.progress(self.done, self.cached, self.running)
-            except _Stop as stop:
+            except StopRequested as stop:
                 self._halt(stop.signum, threads)
                 raise DistLtoError(
                     f"stopped by signal {stop.signum}", status=128 + stop.signum
