@@ -14,24 +14,61 @@ rejected with its JSON pointer rather than guessed at. See docs/distribute.md.
 """
 
 import os
-from dataclasses import dataclass
-from typing import Any
 
 from dist_lto.jsonio import Fields, read_json
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (milliseconds)
+if TYPE_CHECKING:
+    from typing import Any, ClassVar
 
 INDEX_FLAG = "-fthinlto-index="
 OUTPUT_FLAG = "-o"
 
+_assign = object.__setattr__
 
-@dataclass(frozen=True)
-class Job:
-    """One backend compile.
+
+class _Frozen:
+    """What `@dataclass(frozen=True)` gave Job and JobFile, without `dataclasses`: the
+    distributor reads a job file on every link, and that import (with the `inspect` it
+    loads) and the class generation cost more than reading the file. Equality compares
+    the `_fields` in order, fields cannot be assigned, instances are unhashable (their
+    fields are lists)."""
+
+    __slots__ = ()
+    _fields: "ClassVar[tuple[str, ...]]" = ()
+
+    def _values(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in self._fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields)
+        return f"{type(self).__name__}({shown})"
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}")
+
+
+class Job(_Frozen):
+    """One backend compile (immutable; a slotted class, not a dataclass: see `_Frozen`).
 
     Invariants (checked by `parse_job_file`): `inputs[0]` is the module and `args`
     names it; `inputs[1]` is its index and `args` holds `-fthinlto-index=<inputs[1]>`;
     `outputs[0]` is the native object and `args` holds exactly one `-o <outputs[0]>`
     pair, at `output_at`.
     """
+
+    __slots__ = ("args", "inputs", "number", "output_at", "outputs")
+    _fields = ("number", "args", "inputs", "outputs", "output_at")
 
     number: int
     """Position in the file's `jobs` array (messages, JSON pointers)."""
@@ -40,6 +77,15 @@ class Job:
     outputs: list[str]
     output_at: int
     """Index of `-o` in `args`."""
+
+    def __init__(
+        self, number: int, args: list[str], inputs: list[str], outputs: list[str], output_at: int
+    ) -> None:
+        _assign(self, "number", number)
+        _assign(self, "args", args)
+        _assign(self, "inputs", inputs)
+        _assign(self, "outputs", outputs)
+        _assign(self, "output_at", output_at)
 
     @property
     def module(self) -> str:
@@ -58,16 +104,28 @@ class Job:
         return self.args[: self.output_at] + self.args[self.output_at + 2 :]
 
 
-@dataclass(frozen=True)
-class JobFile:
-    """A whole job file. `args[0]` is the compiler (`--thinlto-remote-compiler=`, else
-    the clang that drove the link); `inputs` are files every job reads (profiles)."""
+class JobFile(_Frozen):
+    """A whole job file (immutable; not a dataclass: see `_Frozen`). `args[0]` is the
+    compiler (`--thinlto-remote-compiler=`, else the clang that drove the link);
+    `inputs` are files every job reads (profiles)."""
+
+    __slots__ = ("args", "inputs", "jobs", "linker_output", "path")
+    _fields = ("path", "linker_output", "args", "inputs", "jobs")
 
     path: str
     linker_output: str
     args: list[str]
     inputs: list[str]
     jobs: list[Job]
+
+    def __init__(
+        self, path: str, linker_output: str, args: list[str], inputs: list[str], jobs: list[Job]
+    ) -> None:
+        _assign(self, "path", path)
+        _assign(self, "linker_output", linker_output)
+        _assign(self, "args", args)
+        _assign(self, "inputs", inputs)
+        _assign(self, "jobs", jobs)
 
     @property
     def compiler(self) -> str:
@@ -111,7 +169,7 @@ def parse_job_file(doc: object, path: str) -> JobFile:
     return JobFile(path, linker_output, args, inputs, jobs)
 
 
-def _strings(fields: Fields, obj: dict[str, Any], key: str, pointer: str) -> list[str]:
+def _strings(fields: Fields, obj: "dict[str, Any]", key: str, pointer: str) -> list[str]:
     items = fields.strings(obj, key, pointer)
     for i, item in enumerate(items):
         if "\0" in item:

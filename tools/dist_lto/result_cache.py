@@ -25,14 +25,14 @@ miss. Every restored object is checked like a compiled one (`backend.object_prob
 """
 
 import hashlib
+import json
 import os
-
-import orjson
 
 from dist_lto.backend import object_problem
 from dist_lto.errors import BadInput
 from dist_lto.fsutil import remove_quietly, temp_path_for, write_atomic
 from dist_lto.jobfile import Job, JobFile
+from dist_lto.jsonio import loads
 from dist_lto.thinlto_index import read_index_records
 
 LAYOUT = "v1"
@@ -97,7 +97,7 @@ def compiler_identity(compiler: str, cache_root: str) -> str:
     )
     try:
         with open(memo, "rb") as f:
-            known = orjson.loads(f.read())
+            known = loads(f.read())
         if all(_stat_id(str(entry[0])) == entry for entry in known["files"]):
             return str(known["identity"])
     except (OSError, ValueError, TypeError, KeyError, IndexError):
@@ -115,7 +115,7 @@ def compiler_identity(compiler: str, cache_root: str) -> str:
     identity = digest.hexdigest()
     try:
         os.makedirs(os.path.dirname(memo), exist_ok=True)
-        write_atomic(memo, orjson.dumps({"identity": identity, "files": files}))
+        write_atomic(memo, json.dumps({"identity": identity, "files": files}).encode())
     except OSError:
         pass  # remembering is an optimisation
     return identity
