@@ -8,10 +8,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from conftest import DtltoLink, run_cli
 from dist_lto.errors import BadInput
-from dist_lto.jobfile import parse_job_file, read_job_file
+from dist_lto.jobfile import Job, JobFile, parse_job_file, read_job_file
+from dist_lto.jsonio import loads
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -66,6 +68,32 @@ def test_the_job_file_lld_wrote_parses(small_dtlto: DtltoLink) -> None:
         without = job.args_without_output()
         assert "-o" not in without and job.output not in without
         assert len(without) == len(job.args) - 2
+
+
+def test_jobs_compare_by_value_and_cannot_be_changed(tmp_path: Path) -> None:
+    """Job and JobFile behave as the frozen dataclasses they were (equal by fields, no
+    assignment, unhashable lists inside) without loading `dataclasses`."""
+    path = write(tmp_path, valid_doc())
+    files, again = read_job_file(path), read_job_file(path)
+    assert files == again and files is not again
+    assert files.jobs[0] == again.jobs[0] != files.jobs[1]
+    assert files != JobFile(files.path, files.linker_output, [*files.args, "-O3"], files.inputs,
+                            files.jobs)  # fmt: skip
+    assert files.jobs[0] != (0, *vars_of(files.jobs[0])[1:])
+    for record, field in ((files, "jobs"), (files.jobs[0], "args")):
+        with pytest.raises(AttributeError, match=f"cannot assign to field '{field}'"):
+            setattr(record, field, [])
+        with pytest.raises(AttributeError, match=f"cannot delete field '{field}'"):
+            delattr(record, field)
+        with pytest.raises(AttributeError):
+            record.extra = 1  # type: ignore[union-attr]
+        with pytest.raises(TypeError, match="unhashable"):
+            hash(record)
+    assert repr(files.jobs[1]).startswith("Job(number=1, args=['b.o', ")
+
+
+def vars_of(job: Job) -> tuple[object, ...]:
+    return (job.number, job.args, job.inputs, job.outputs, job.output_at)
 
 
 def test_a_job_file_without_jobs_is_valid(tmp_path: Path) -> None:
@@ -177,9 +205,17 @@ def test_a_bad_job_file_fails_the_command_with_one_line_and_status_2(tmp_path: P
 
 @pytest.mark.parametrize(
     ("content", "problem"),
-    [(b"{", "not valid JSON"), (None, "cannot read DTLTO job file: No such file or directory")],
-    ids=["malformed", "missing"],
-)
+    [(b"{", "not valid JSON"),
+     (None, "cannot read DTLTO job file: No such file or directory"),
+     (b'\xef\xbb\xbf{"common": {}}', "not valid JSON: a byte order mark"),
+     (b'{"jobs": [NaN]}', "not valid JSON: NaN is not JSON"),
+     (b'{"jobs": [1e400]}', "not valid JSON: number 1e400 is beyond a double"),
+     (b'{"jobs": ["\\ud800"]}', "not valid JSON: a string holds a lone surrogate \\ud800"),
+     (b'{"jobs": ["\xff"]}', "not valid JSON: 'utf-8' codec can't decode byte 0xff"),
+     (b"[" * 100_000, "not valid JSON: arrays or objects nested too deeply")],
+    ids=["malformed", "missing", "bom", "nan", "infinite", "lone-surrogate", "not-utf-8",
+         "deep"],
+)  # fmt: skip
 def test_an_unreadable_job_file_is_bad_input(
     content: bytes | None, problem: str, tmp_path: Path
 ) -> None:
@@ -268,3 +304,43 @@ def test_any_damage_is_valid_or_bad_input_naming_a_pointer(
     except BadInput as err:
         assert err.message.startswith("j.json: /")
         assert "\n" not in err.message
+
+
+# ---------------------------------------------------------------------------------
+# JSON is read as strictly as orjson read it (`jsonio.loads`: `json` is cheaper to import)
+
+TOKENS = st.sampled_from(
+    ["{", "}", "[", "]", '"', ",", ":", " ", "\n", "\t", "0", "7", "-", ".", "e", "E", "+",
+     "18446744073709551615", "18446744073709551616", "-9223372036854775808",
+     "-9223372036854775809", "1e308", "1e309", "-1e400", "1e-400", "1.5", "true", "false",
+     "null", "NaN", "Infinity", "-Infinity", "\\ud800", "\\udc00", "\\ud83d\\ude00",
+     "\\uD83D\\uDE00", "\\u0000", "\\n", '\\"', "\\\\", "\\x", "a", "\u00e9", "\ufeff", "\x01",
+     "\ud800", "\x7f"]
+)  # fmt: skip
+JSONISH = st.lists(TOKENS, max_size=14).map(lambda parts: "".join(parts).encode(
+    "utf-8", "surrogatepass"))  # fmt: skip
+VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=4)
+    | st.sampled_from([1 << 63, 1 << 64, -(1 << 63) - 1, 10**400, 1e308]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner,
+                                                                max_size=3),
+    max_leaves=10,
+)  # fmt: skip
+
+
+def _outcome(parse: Callable[[bytes], object], data: bytes) -> str:
+    try:
+        return repr(parse(data))
+    except ValueError:  # orjson.JSONDecodeError is one
+        return "not JSON"
+
+
+@given(data=st.one_of(
+    JSONISH,
+    st.binary(max_size=16),
+    st.builds(lambda v, ascii: json.dumps(v, ensure_ascii=ascii).encode("utf-8", "surrogatepass"),
+              VALUES, st.booleans()),
+))  # fmt: skip
+@settings(max_examples=600, deadline=None)
+def test_json_is_read_exactly_as_orjson_reads_it(data: bytes) -> None:
+    assert _outcome(loads, data) == _outcome(orjson.loads, data)
