@@ -34,6 +34,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (millisec
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    Runner = Callable[[list[str], Callable[[int], None] | None], tuple[int, bytes]]
+
 ELF_MAGIC = b"\x7fELF"
 _ET_REL = 1
 _SIGNAL_EXIT_BASE = 128
@@ -283,13 +285,15 @@ def run_backend(
     output: str,
     dwo: str | None = None,
     on_start: "Callable[[int], None] | None" = None,
+    runner: "Runner | None" = None,
 ) -> bytes:
     """Run backend `command` (clang and its flags, without `-o`) writing `output` strictly.
 
     Appends `-o <temporary>` and, with `dwo`, the split-DWARF flags; checks everything
     the module docstring lists; renames the results into place. Returns clang's stderr
     (warnings) on success; raises BackendFailed (clang's status) or BadInput otherwise.
-    `on_start` is passed to `run_tool`.
+    `runner(argv, on_start)` runs clang: `run_tool` unless given (a distributor's fork
+    server, `forkserver.ForkServer.run`).
     """
     prepare_outputs(output, dwo)
     work = _private_dir(output)
@@ -301,7 +305,7 @@ def run_backend(
         argv = [*command, "-o", tmp]
         if dwo and tmp_dwo:
             argv += split_dwarf_flags(dwo, tmp_dwo)
-        status, stderr = run_tool(argv, on_start)
+        status, stderr = (runner or run_tool)(argv, on_start)
         if status != 0:
             raise BackendFailed(
                 f"{module}: {argv[0]} {describe_status(status)}", status=status,

@@ -7,7 +7,8 @@ first, each job through the same strict runner as `dist-lto opt` (`backend.py`: 
 module must be its index's primary module, clang's status passes through, an exit 0
 without a complete ELF object fails, outputs appear only by rename), and keeps results
 in a cache shared by all links (`result_cache.py`). No Python process per job: the
-threads only wait on clang processes.
+threads only wait on clang processes, which each thread forks from a clang of its own
+that has started once (`forkserver.py`) where that is the same as starting clang.
 """
 
 import _signal
@@ -16,7 +17,7 @@ import sys
 import threading
 import time
 
-from dist_lto.backend import StopRequested, check_primary, raise_stop, run_backend
+from dist_lto.backend import StopRequested, check_primary, raise_stop, run_backend, run_tool
 from dist_lto.errors import EXIT_INTERNAL, BadInput, DistLtoError
 from dist_lto.fsutil import remove_quietly
 from dist_lto.jobfile import Job, JobFile, read_job_file
@@ -24,14 +25,16 @@ from dist_lto.jobfile import Job, JobFile, read_job_file
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable
 
+    from dist_lto.forkserver import ForkServer
     from dist_lto.remote.executor import RemoteExecutor
     from dist_lto.result_cache import KeyMaker, ResultCache
 
 PROG = "dist-lto distribute"
 USAGE = (
     "dist-lto distribute [-h] [--jobs N] [--cache-dir DIR | --no-cache]\n"
-    "                           [--cache-max-size SIZE] [--verbose]\n"
+    "                           [--cache-max-size SIZE] [--no-fork-server] [--verbose]\n"
     "                           [--remote grpc://HOST:PORT [--instance NAME]\n"
     "                            [--remote-header K=V]... [--platform K=V]...] JOB_FILE"
 )
@@ -49,7 +52,9 @@ complete ELF object. On the first failure no new job starts, running ones are st
 and the failing job's command and stderr are printed. Objects are written under
 temporary names and renamed, so no output is ever left half-written. Results are kept
 in a cache shared by every link (safe when links run at once); a job whose compiler,
-arguments and input contents were seen before runs no compiler.
+arguments and input contents were seen before runs no compiler. Each worker forks its
+jobs' compilers from a clang that has started once (a fork server), which saves clang's
+~25 ms start-up per job; --no-fork-server starts a compiler per job instead.
 
 With --remote, each job runs as an action on a Remote Execution API engine (BuildBarn,
 say) instead of here: the engine's action cache is asked first, so results any machine
@@ -69,15 +74,20 @@ _VALUE_OPTIONS = {
     "--cache-dir": "cache_dir",
     "--cache-max-size": "cache_max_size",
 }
-_FLAG_OPTIONS = {"--no-cache": "no_cache", "--verbose": "verbose", "-v": "verbose"}
+_FLAG_OPTIONS = {
+    "--no-cache": "no_cache",
+    "--no-fork-server": "no_fork_server",
+    "--verbose": "verbose",
+    "-v": "verbose",
+}
 
 
 class Options:
     """The command line, as strings (checked by `settings`)."""
 
     __slots__ = (
-        "cache_dir", "cache_max_size", "instance", "job_file", "jobs", "no_cache", "platform",
-        "remote", "remote_header", "verbose",
+        "cache_dir", "cache_max_size", "instance", "job_file", "jobs", "no_cache",
+        "no_fork_server", "platform", "remote", "remote_header", "verbose",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -90,6 +100,7 @@ class Options:
         self.cache_dir: str | None = None
         self.cache_max_size: str | None = None
         self.no_cache = False
+        self.no_fork_server = False
         self.verbose = False
 
 
@@ -154,6 +165,12 @@ def build_parser() -> "argparse.ArgumentParser":
         " a link that added to it (bytes, or K/M/G/T; default: 2G)",
     )
     parser.add_argument(
+        "--no-fork-server",
+        action="store_true",
+        help="start a compiler for every job instead of forking it from one clang per"
+        " worker that has started already (docs/distribute.md)",
+    )
+    parser.add_argument(
         "-v",
         "--verbose",
         action="store_true",
@@ -204,7 +221,8 @@ def parse_args(argv: list[str]) -> Options:
 class Settings:
     """Checked options."""
 
-    __slots__ = ("cache_dir", "cache_max_size", "jobs", "remote", "verbose")
+    __slots__ = ("cache_dir", "cache_max_size", "fork_server", "jobs", "remote", "tools_dir",
+                 "verbose")  # fmt: skip
 
     def __init__(self, opts: Options) -> None:
         from dist_lto.result_cache import DEFAULT_MAX_SIZE, default_cache_dir, parse_size
@@ -224,6 +242,10 @@ class Settings:
                 raise BadInput(f"--jobs: expected a positive integer, got {opts.jobs!r}")
             self.jobs = int(opts.jobs)
         self.cache_dir = None if opts.no_cache else (opts.cache_dir or default_cache_dir())
+        self.tools_dir = default_cache_dir()
+        """Where the fork server's preload library is kept: per user, whatever the result
+        cache (a shared --cache-dir may be another machine's or another libc's)."""
+        self.fork_server = not opts.no_fork_server and self.remote is None
         self.cache_max_size = DEFAULT_MAX_SIZE
         if opts.cache_max_size is not None:
             try:
@@ -290,7 +312,11 @@ class Reporter:
 
     def finished(self, job: Job, how: str, seconds: float, done: int) -> None:
         if self.verbose:
-            self.note(f"[{done}/{self.total}] {how} {job.module} -> {job.output} ({seconds:.2f} s)")
+            how, forked = (COMPILED, ", forked") if how == FORKED else (how, "")
+            self.note(
+                f"[{done}/{self.total}] {how} {job.module} -> {job.output}"
+                f" ({seconds:.2f} s{forked})"
+            )
 
     def end(self) -> None:
         if self.shown:
@@ -307,7 +333,54 @@ def _ignore(_signum: int, _frame: object) -> None:
 
 
 COMPILED = "compiled"
+FORKED = "forked"
+"""Compiled by a compiler forked from the worker's fork server."""
 CACHED = "cached"
+
+
+class WorkerCompiler:
+    """How one worker thread runs compilers: forked from its own fork server while it has
+    one that works (`forkserver.py`), else started directly."""
+
+    def __init__(self, compiler: str, preload: str | None, reporter: "Reporter",
+                 lock: threading.Condition) -> None:  # fmt: skip
+        self.compiler = compiler
+        self.preload = preload
+        self.reporter = reporter
+        self.lock = lock
+        self.server: ForkServer | None = None
+        self.forked = False
+        """Whether the last `run` went through the fork server."""
+
+    def run(self, argv: list[str], on_start: "Callable[[int], None] | None") -> tuple[int, bytes]:
+        from dist_lto.forkserver import ForkServer, ForkServerLost
+
+        if self.server is None and self.preload is not None:
+            try:
+                self.server = ForkServer(self.compiler, self.preload)
+            except DistLtoError as err:
+                self._give_up(err)
+        if self.server is not None:
+            try:
+                status_and_stderr = self.server.run(argv, on_start)
+            except ForkServerLost as err:  # the job has not begun: run it directly
+                self._give_up(err)
+            else:
+                self.forked = True
+                return status_and_stderr
+        self.forked = False
+        return run_tool(argv, on_start)
+
+    def _give_up(self, err: DistLtoError) -> None:
+        self.close()
+        self.preload = None
+        with self.lock:
+            self.reporter.note(f"{err.message}; starting a compiler per job")
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            self.server = None
 
 
 class Distribution:
@@ -321,8 +394,11 @@ class Distribution:
         cache: "ResultCache | None" = None,
         keys: "KeyMaker | None" = None,
         remote: "RemoteExecutor | None" = None,
+        preload: str | None = None,
     ) -> None:
         self.files = files
+        self.preload = preload
+        """The fork server's library, when jobs are forked (`WorkerCompiler`)."""
         self.remote = remote
         """Where jobs run when not here: the seam between local and remote execution."""
         self.reporter = reporter
@@ -399,6 +475,7 @@ class Distribution:
             _signal_child(handle, signum)
 
     def _work(self) -> None:
+        compiler = WorkerCompiler(self.files.args[0], self.preload, self.reporter, self.lock)
         try:
             while True:
                 with self.lock:
@@ -409,7 +486,7 @@ class Distribution:
                     self.running += 1
                 started = time.monotonic()
                 try:
-                    how = self._run_job(job)
+                    how = self._run_job(job, compiler)
                 except BaseException as err:
                     with self.lock:
                         self.running -= 1
@@ -425,6 +502,7 @@ class Distribution:
                         pass  # stderr closed: the job is done all the same
                     self.lock.notify()
         finally:
+            compiler.close()
             with self.lock:
                 self.active -= 1
                 self.lock.notify()
@@ -436,12 +514,12 @@ class Distribution:
             self._stop_children(_signal.SIGTERM)
         self.lock.notify()
 
-    def _run_job(self, job: Job) -> str:
+    def _run_job(self, job: Job, compiler: WorkerCompiler) -> str:
         check_primary(job.module, job.index)
         key = self._key(job)
         if key is not None and self._restore(key, job):
             return CACHED
-        how = self._run_local(job) if self.remote is None else self._run_remote(job)
+        how = self._run_local(job, compiler) if self.remote is None else self._run_remote(job)
         if key is not None and all(os.path.exists(extra) for extra in job.outputs[1:]):
             self._store(key, job)
         return how
@@ -459,7 +537,7 @@ class Distribution:
             return f"from the remote action cache (ran on {worker})"
         return f"executed remotely on {worker}"
 
-    def _run_local(self, job: Job) -> str:
+    def _run_local(self, job: Job, compiler: WorkerCompiler) -> str:
         for extra in job.outputs[1:]:
             remove_quietly(extra)
         try:
@@ -468,6 +546,7 @@ class Distribution:
                 module=job.module,
                 output=job.output,
                 on_start=lambda pid: self._started(job, pid),
+                runner=compiler.run,
             )
         except BaseException:
             for extra in job.outputs[1:]:
@@ -481,7 +560,7 @@ class Distribution:
         if warnings:
             with self.lock:
                 self.reporter.warnings(warnings)
-        return COMPILED
+        return FORKED if compiler.forked else COMPILED
 
     def _started(self, job: Job, pid: int) -> None:
         """The job's compiler runs: pin it, so `_stop_children` can reach it (and only it)."""
@@ -598,6 +677,25 @@ def _open_cache(
     return cache, KeyMaker(files, identity)
 
 
+def _fork_server_library(files: JobFile, settings: Settings, reporter: Reporter) -> str | None:
+    """The fork server's preload library, or None (said with --verbose, or as a warning
+    when it cannot be built) where compilers are to be started directly."""
+    if not settings.fork_server:
+        return None
+    from dist_lto.forkserver import library, unusable_reason
+
+    reason = unusable_reason(files.args)
+    if reason is not None:
+        if settings.verbose:
+            reporter.note(f"no fork server: {reason}")
+        return None
+    try:
+        return library(files.args[0], settings.tools_dir)
+    except DistLtoError as err:
+        reporter.note(f"warning: no fork server: {err.message}")
+        return None
+
+
 def main(argv: list[str]) -> int:
     opts = parse_args(argv)
     settings = Settings(opts)
@@ -611,12 +709,14 @@ def main(argv: list[str]) -> int:
         from dist_lto.remote.executor import RemoteExecutor
 
         remote = RemoteExecutor(files, settings.remote)
-    distribution = Distribution(files, settings.jobs, reporter, cache, keys, remote)
+    preload = _fork_server_library(files, settings, reporter)
+    distribution = Distribution(files, settings.jobs, reporter, cache, keys, remote, preload)
     if settings.verbose:
         reporter.note(
             f"{len(files.jobs)} jobs from {files.path}, {distribution.workers} at a"
             f" time, cache {settings.cache_dir or 'off'}"
             + (f", remote {settings.remote.address}" if settings.remote else "")
+            + (f", fork server {preload}" if preload else "")
         )
     try:
         distribution.run()

@@ -15,3 +15,14 @@ def llvm_bin() -> str:
 def tool(name: str) -> str:
     """Absolute path of LLVM tool `name` (`clang`, `ld.lld`, `llvm-ar`, ...)."""
     return os.path.join(llvm_bin(), name)
+
+
+def which(program: str) -> str | None:
+    """The executable `program` names: itself when it has a `/`, else found on PATH."""
+    if "/" in program:
+        return program if os.access(program, os.X_OK) else None
+    for directory in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        candidate = os.path.join(directory or ".", program)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None

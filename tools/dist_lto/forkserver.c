@@ -1,0 +1,160 @@
+/* A fork server for clang: started once per distributor worker, it forks a fresh
+ * compiler for every job instead of starting one.
+ *
+ * Starting clang 22 from Debian's packages costs ~25 ms before it reads its first
+ * input: the dynamic loader binds ~22,000 symbols across libLLVM and libclang-cpp and
+ * then the libraries' static constructors run. A ThinLTO link runs one backend per
+ * module, so a link of a few hundred modules pays seconds for it. This library is
+ * preloaded (LD_PRELOAD) into one clang; it wraps the program's `main` and, when
+ * DIST_LTO_FORK_SERVER_FD names a socket, serves jobs on it instead: each job is
+ * `fork()` followed by the program's own `main(argc, argv, environ)` with the job's
+ * arguments, in a process that has done everything a fresh clang does before `main`.
+ * Without that variable the program runs as usual.
+ *
+ * Protocol, over a SOCK_SEQPACKET socket (one message per record):
+ *   server -> "R" + int32 pid                          ready
+ *   client -> argv as NUL-terminated strings, with     one job
+ *             the job's stderr as an SCM_RIGHTS fd
+ *   server -> "P" + int32 pid                          the job's process runs
+ *   client -> "A"                                      pinned: the server may reap it
+ *   server -> "S" + int32 wait status                  the job has ended
+ *   server -> "E" + int32 errno                        the job could not be started
+ * The server reaps a job only after the client has acknowledged its pid, so the pid
+ * cannot be reused while the client opens a pidfd on it to stop it. The server exits
+ * when the client closes the socket.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define FD_VARIABLE "DIST_LTO_FORK_SERVER_FD"
+#define MAX_REQUEST (1 << 20)
+
+typedef int (*main_fn)(int, char **, char **);
+typedef int (*start_fn)(main_fn, int, char **, void (*)(void), void (*)(void),
+                        void (*)(void), void *);
+
+extern char **environ;
+static main_fn program_main;
+
+static int send_record(int sock, char kind, int32_t value) {
+  char record[1 + sizeof value];
+  record[0] = kind;
+  memcpy(record + 1, &value, sizeof value);
+  for (;;) {
+    ssize_t sent = send(sock, record, sizeof record, MSG_NOSIGNAL);
+    if (sent == (ssize_t)sizeof record) return 0;
+    if (sent < 0 && errno == EINTR) continue;
+    return -1;
+  }
+}
+
+/* One job request: its argv in `buffer` and its stderr descriptor. 0 at end of input. */
+static ssize_t receive_job(int sock, char *buffer, int *stderr_fd) {
+  union {
+    struct cmsghdr header;
+    char space[CMSG_SPACE(sizeof(int))];
+  } control;
+  for (;;) {
+    struct iovec io = {buffer, MAX_REQUEST};
+    struct msghdr message = {0};
+    message.msg_iov = &io;
+    message.msg_iovlen = 1;
+    message.msg_control = control.space;
+    message.msg_controllen = sizeof control.space;
+    ssize_t size = recvmsg(sock, &message, MSG_CMSG_CLOEXEC);
+    if (size < 0 && errno == EINTR) continue;
+    if (size <= 0) return size;
+    struct cmsghdr *header = CMSG_FIRSTHDR(&message);
+    if ((message.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || header == NULL ||
+        header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS ||
+        buffer[size - 1] != '\0') {
+      return -1; /* not our client: stop serving */
+    }
+    memcpy(stderr_fd, CMSG_DATA(header), sizeof(int));
+    return size;
+  }
+}
+
+static int wait_for_ack(int sock) {
+  char ack;
+  for (;;) {
+    ssize_t got = recv(sock, &ack, 1, 0);
+    if (got < 0 && errno == EINTR) continue;
+    return got == 1 && ack == 'A' ? 0 : -1;
+  }
+}
+
+static void run_job(int sock, char *buffer, ssize_t size, int stderr_fd) {
+  int argc = 0;
+  for (ssize_t i = 0; i < size; i++) argc += buffer[i] == '\0';
+  char **argv = calloc((size_t)argc + 1, sizeof *argv);
+  if (argv == NULL) {
+    close(stderr_fd);
+    send_record(sock, 'E', ENOMEM);
+    return;
+  }
+  char *arg = buffer;
+  for (int i = 0; i < argc; i++) {
+    argv[i] = arg;
+    arg += strlen(arg) + 1;
+  }
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(sock);
+    if (dup2(stderr_fd, STDERR_FILENO) < 0) _exit(127);
+    close(stderr_fd);
+    exit(program_main(argc, argv, environ));
+  }
+  int fork_errno = errno;
+  close(stderr_fd);
+  free(argv);
+  if (pid < 0) {
+    send_record(sock, 'E', fork_errno);
+    return;
+  }
+  int status = 0;
+  if (send_record(sock, 'P', pid) == 0) wait_for_ack(sock);
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  send_record(sock, 'S', status);
+}
+
+static int serve(int sock) {
+  char *buffer = malloc(MAX_REQUEST);
+  if (buffer == NULL || send_record(sock, 'R', getpid()) != 0) return 1;
+  for (;;) {
+    int stderr_fd = -1;
+    ssize_t size = receive_job(sock, buffer, &stderr_fd);
+    if (size <= 0) return size == 0 ? 0 : 1;
+    run_job(sock, buffer, size, stderr_fd);
+  }
+}
+
+static int wrapped_main(int argc, char **argv, char **envp) {
+  const char *fd_text = getenv(FD_VARIABLE);
+  if (fd_text == NULL) return program_main(argc, argv, envp);
+  char *end;
+  long sock = strtol(fd_text, &end, 10);
+  /* Jobs must see the environment a directly started compiler would. */
+  unsetenv(FD_VARIABLE);
+  unsetenv("LD_PRELOAD");
+  if (*end != '\0' || sock < 0) return 1;
+  return serve((int)sock);
+}
+
+int __libc_start_main(main_fn main, int argc, char **argv, void (*init)(void),
+                      void (*fini)(void), void (*rtld_fini)(void), void *stack_end) {
+  start_fn next = (start_fn)dlsym(RTLD_NEXT, "__libc_start_main");
+  if (next == NULL) return 127;
+  program_main = main;
+  return next(wrapped_main, argc, argv, init, fini, rtld_fini, stack_end);
+}
