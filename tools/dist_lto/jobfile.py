@@ -161,20 +161,29 @@ def parse_job_file(doc: object, path: str) -> JobFile:
             "-o belongs in each job's args, not in the common ones",
         )
     inputs = _strings(fields, common, "inputs", "/common")
-    for i, item in enumerate(inputs):
-        _path(fields, item, f"/common/inputs/{i}")
+    _no_empty_path(fields, inputs, "/common/inputs")
     raw_jobs = fields.get(top, "jobs", list, "")
     jobs = [_job(fields, raw, number) for number, raw in enumerate(raw_jobs)]
     _check_files(fields, inputs, args[0], path, jobs)
     return JobFile(path, linker_output, args, inputs, jobs)
 
 
+# A job file can hold 10,000 jobs of 20 paths each, checked before the first job
+# starts: the checks below look at whole lists at once (`in`, `join`, `count`).
+
+
 def _strings(fields: Fields, obj: "dict[str, Any]", key: str, pointer: str) -> list[str]:
     items = fields.strings(obj, key, pointer)
-    for i, item in enumerate(items):
-        if "\0" in item:
-            fields.fail(f"{pointer}/{key}/{i}", "contains a NUL character")
+    if "\0" in "".join(items):
+        i = next(i for i, item in enumerate(items) if "\0" in item)
+        fields.fail(f"{pointer}/{key}/{i}", "contains a NUL character")
     return items
+
+
+def _no_empty_path(fields: Fields, paths: list[str], pointer: str) -> None:
+    """Of `_strings`' items, which hold no NUL."""
+    if "" in paths:
+        fields.fail(f"{pointer}/{paths.index('')}", "empty path")
 
 
 def _path(fields: Fields, value: str, pointer: str) -> str:
@@ -192,10 +201,8 @@ def _job(fields: Fields, raw: object, number: int) -> Job:
     args = _strings(fields, obj, "args", at)
     inputs = _strings(fields, obj, "inputs", at)
     outputs = _strings(fields, obj, "outputs", at)
-    for i, item in enumerate(inputs):
-        _path(fields, item, f"{at}/inputs/{i}")
-    for i, item in enumerate(outputs):
-        _path(fields, item, f"{at}/outputs/{i}")
+    _no_empty_path(fields, inputs, f"{at}/inputs")
+    _no_empty_path(fields, outputs, f"{at}/outputs")
     if len(inputs) < 2:
         fields.fail(
             f"{at}/inputs", f"has {len(inputs)} entries: the module and its index come first"
@@ -207,10 +214,10 @@ def _job(fields: Fields, raw: object, number: int) -> Job:
         fields.fail(f"{at}/args", f"does not name the module {module!r} (inputs/0)")
     if INDEX_FLAG + index not in args:
         fields.fail(f"{at}/args", f"lacks {INDEX_FLAG}{index} for the index (inputs/1)")
-    output_flags = [i for i, arg in enumerate(args) if arg == OUTPUT_FLAG]
-    if len(output_flags) != 1:
-        fields.fail(f"{at}/args", f"has {len(output_flags)} -o flags, expected exactly one")
-    output_at = output_flags[0]
+    output_flags = args.count(OUTPUT_FLAG)
+    if output_flags != 1:
+        fields.fail(f"{at}/args", f"has {output_flags} -o flags, expected exactly one")
+    output_at = args.index(OUTPUT_FLAG)
     if output_at + 1 == len(args) or args[output_at + 1] != outputs[0]:
         fields.fail(
             f"{at}/args/{output_at}", f"-o is not followed by the object {outputs[0]!r} (outputs/0)"
@@ -225,10 +232,10 @@ def _check_files(
     compiler or the job file itself (outputs are removed before the compiler runs, so it
     would be lost). Paths are compared normalised."""
     read = {os.path.normpath(compiler): "the compiler", os.path.normpath(path): "the job file"}
-    for p in common_inputs:
-        read[os.path.normpath(p)] = "an input"
+    inputs = set(common_inputs)
     for job in jobs:
-        read.update((os.path.normpath(p), "an input") for p in job.inputs)
+        inputs.update(job.inputs)  # mostly the same modules: normalise each once
+    read.update(dict.fromkeys(map(os.path.normpath, inputs), "an input"))
     written: dict[str, str] = {}
     for job in jobs:
         for i, output in enumerate(job.outputs):

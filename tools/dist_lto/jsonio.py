@@ -164,8 +164,9 @@ class Fields:
         if key not in obj and default is not None:
             return default
         items = self.get(obj, key, list, pointer)
-        for i, item in enumerate(items):
-            self.expect(item, str, f"{pointer}/{key}/{i}")
+        if not all(type(item) is str for item in items):  # the loop names the first that is not
+            for i, item in enumerate(items):
+                self.expect(item, str, f"{pointer}/{key}/{i}")
         return items
 
     def only_keys(self, obj: "dict[str, Any]", allowed: set[str], pointer: str) -> None:
