@@ -10,6 +10,7 @@ interleaved round by round (the order rotates), as
     threads        DTLTO, a plain <jobs>-thread distributor in job-file order
     ours-j1        DTLTO, dist-lto distribute --jobs=1 --no-cache
     ours-cold      DTLTO, dist-lto distribute --jobs=<jobs>, a new empty cache every round
+    ours-nofork    the same with --no-fork-server: a compiler started per job
     ours-warm      DTLTO, dist-lto distribute --jobs=<jobs>, the cache of a cold link
 
 Distributors are started the way a user starts them: `dist-lto` is the console script,
@@ -60,7 +61,7 @@ with ThreadPoolExecutor(int(sys.argv[1])) as pool:
     sys.exit(max(pool.map(run, doc["jobs"]), default=0))
 """
 
-VARIANTS = ["inprocess", "serial", "threads", "ours-j1", "ours-cold", "ours-warm"]
+VARIANTS = ["inprocess", "serial", "threads", "ours-j1", "ours-cold", "ours-nofork", "ours-warm"]
 
 
 def script(path: Path, body: str) -> str:
@@ -105,6 +106,8 @@ class Workload:
             cache = self.warm_cache if variant == "ours-warm" else self.new_cache()
             flags = [*ours, f"-Xthinlto-distributor=--jobs={self.jobs}",
                      f"-Xthinlto-distributor=--cache-dir={cache}"]  # fmt: skip
+            if variant == "ours-nofork":
+                flags.append("-Xthinlto-distributor=--no-fork-server")
         return [*self.base, "-o", variant, *flags]
 
     def new_cache(self) -> Path:
@@ -173,9 +176,9 @@ def main() -> int:
 
     print(f"# wall time in s, median of {args.rounds} interleaved rounds, jobs={args.jobs},"
           f" {os.cpu_count()} CPUs; load average at the end: {os.getloadavg()[0]:.2f}")  # fmt: skip
-    print(f"{'workload':10}" + "".join(f"{v:>11}" for v in VARIANTS))
+    print(f"{'workload':10}" + "".join(f"{v:>12}" for v in VARIANTS))
     for name in names:
-        print(f"{name:10}" + "".join(f"{medians[name][v]:11.2f}" for v in VARIANTS))
+        print(f"{name:10}" + "".join(f"{medians[name][v]:12.2f}" for v in VARIANTS))
     total = {v: sum(medians[n][v] for n in names) for v in VARIANTS}
     for name in names:
         m = medians[name]
@@ -192,6 +195,7 @@ def main() -> int:
           + ", ".join(f"{name} {ms:.0f}" for name, ms in starts.items()))  # fmt: skip
     print(f"distribute-j1/serial: {total['ours-j1'] / total['serial']:.3f}")
     print(f"distribute-cold/threads: {total['ours-cold'] / total['threads']:.3f}")
+    print(f"distribute-cold/distribute-nofork: {total['ours-cold'] / total['ours-nofork']:.3f}")
     print(f"distribute-cold/distribute-warm: {total['ours-cold'] / total['ours-warm']:.1f}")
     print(f"distribute-cold/serial: {total['ours-cold'] / total['serial']:.3f}")
     print(f"distribute-cold/inprocess: {total['ours-cold'] / total['inprocess']:.3f}")
