@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import pickle
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,7 @@ def test_jobs_compare_by_value_and_cannot_be_changed(tmp_path: Path) -> None:
         with pytest.raises(TypeError, match="unhashable"):
             hash(record)
     assert repr(files.jobs[1]).startswith("Job(number=1, args=['b.o', ")
+    assert copy.deepcopy(files) == files == pickle.loads(pickle.dumps(files))
 
 
 def vars_of(job: Job) -> tuple[object, ...]:
