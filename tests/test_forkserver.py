@@ -11,14 +11,13 @@ import json
 import os
 import signal
 import subprocess
-import threading
 import time
 from pathlib import Path
 
 import pytest
 from conftest import DtltoLink, Llvm
 from dist_lto import forkserver
-from dist_lto.distribute import Reporter, WorkerCompiler
+from dist_lto.distribute import WorkerCompiler
 from dist_lto.jobfile import read_job_file
 from test_distribute_failures import captured, distribute, leftovers
 
@@ -136,8 +135,8 @@ def test_a_worker_whose_server_dies_runs_its_next_jobs_directly(
     root, job_file = captured(tmp_path, small_dtlto)
     files = read_job_file(str(job_file))
     first, second = files.jobs[:2]
-    reporter = Reporter(2, verbose=False, tty=False)
-    compiler = WorkerCompiler(llvm.clang, preload, reporter, threading.Condition())
+    troubles: list[str] = []
+    compiler = WorkerCompiler(llvm.clang, preload, troubles.append)
     os.chdir(root)
     try:
         status, _ = compiler.run([*files.args, *first.args], None)
@@ -146,6 +145,7 @@ def test_a_worker_whose_server_dies_runs_its_next_jobs_directly(
         os.kill(compiler.server.pid, signal.SIGKILL)
         status, _ = compiler.run([*files.args, *second.args], None)
         assert (status, compiler.forked) == (0, False)
+        assert troubles == [f"{llvm.clang}: fork server ended before the job began"]
     finally:
         compiler.close()
         os.chdir(tmp_path)

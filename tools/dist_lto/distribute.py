@@ -342,12 +342,13 @@ class WorkerCompiler:
     """How one worker thread runs compilers: forked from its own fork server while it has
     one that works (`forkserver.py`), else started directly."""
 
-    def __init__(self, compiler: str, preload: str | None, reporter: "Reporter",
-                 lock: threading.Condition) -> None:  # fmt: skip
+    def __init__(
+        self, compiler: str, preload: str | None, on_trouble: "Callable[[str], None]"
+    ) -> None:
         self.compiler = compiler
         self.preload = preload
-        self.reporter = reporter
-        self.lock = lock
+        self.on_trouble = on_trouble
+        """Told why the worker gave its fork server up."""
         self.server: ForkServer | None = None
         self.forked = False
         """Whether the last `run` went through the fork server."""
@@ -374,8 +375,7 @@ class WorkerCompiler:
     def _give_up(self, err: DistLtoError) -> None:
         self.close()
         self.preload = None
-        with self.lock:
-            self.reporter.note(f"{err.message}; starting a compiler per job")
+        self.on_trouble(err.message)
 
     def close(self) -> None:
         if self.server is not None:
@@ -418,6 +418,7 @@ class Distribution:
         """0, or the signal sent to running compilers once the distribution stops."""
         self.failure: DistLtoError | None = None
         self.cache_warned = False
+        self.fork_server_warned = False
         self.children: dict[int, int] = {}
         """Job number -> pidfd (or pid where pidfds do not exist) of its running compiler."""
 
@@ -475,7 +476,7 @@ class Distribution:
             _signal_child(handle, signum)
 
     def _work(self) -> None:
-        compiler = WorkerCompiler(self.files.args[0], self.preload, self.reporter, self.lock)
+        compiler = WorkerCompiler(self.files.args[0], self.preload, self._fork_server_trouble)
         try:
             while True:
                 with self.lock:
@@ -599,6 +600,14 @@ class Distribution:
             return
         with self.lock:
             self.stored += 1
+
+    def _fork_server_trouble(self, message: str) -> None:
+        """Forking saves time, and its loss costs only that: warn once, unless stopping
+        (an interrupt from the terminal reaches the servers too)."""
+        with self.lock:
+            if not self.fork_server_warned and not self.stopping:
+                self.fork_server_warned = True
+                self.reporter.note(f"warning: {message}; starting a compiler per job")
 
     def _cache_trouble(self, err: OSError) -> None:
         """A cache that cannot be read or written costs speed, never the link: warn once."""

@@ -164,8 +164,10 @@ class ForkServer:
             try:
                 payload = b"".join(os.fsencode(arg) + b"\0" for arg in argv)
                 socket.send_fds(self.sock, [payload], [write_end])
-            except OSError as err:
-                raise ForkServerLost(f"{self.compiler}: fork server gone: {err}") from None
+            except OSError:
+                raise ForkServerLost(
+                    f"{self.compiler}: fork server ended before the job began"
+                ) from None
             finally:
                 os.close(write_end)
             kind, value = self._receive()
