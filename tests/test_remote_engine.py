@@ -8,7 +8,6 @@ ExecuteResponse it sends back (with the worker id in the execution metadata).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import shutil
@@ -276,7 +275,7 @@ def test_inputs_the_engine_lacks_at_execute_time_are_uploaded_again(
 ) -> None:
     """The CAS can lose blobs between our upload and Execute (eviction, a restarted
     storage): BuildBarn then answers FAILED_PRECONDITION listing them."""
-    from dist_lto.jobfile import read_job_file
+    from dist_lto.jobfile import JobFile, read_job_file
     from dist_lto.remote.cas import FileDigests, build_tree, key
     from dist_lto.remote.executor import EXECUTED, RemoteExecutor
     from dist_lto.remote.settings import settings_from_options
@@ -286,7 +285,7 @@ def test_inputs_the_engine_lacks_at_execute_time_are_uploaded_again(
     monkeypatch.chdir(root)
     (root / "unique.txt").write_text(uuid.uuid4().hex)  # a blob the engine cannot have
     files = read_job_file(small_dtlto.job_file)
-    files = dataclasses.replace(files, inputs=["unique.txt"])
+    files = JobFile(files.path, files.linker_output, files.args, ["unique.txt"], files.jobs)
     job = files.jobs[0]
     Path(job.output).unlink(missing_ok=True)
     executor = RemoteExecutor(files, settings_from_options(engine.address, None, [], None))
