@@ -419,3 +419,21 @@ def test_the_cache_is_pruned_to_its_limit_after_a_link_that_filled_it(
     entries = list((cache / "v1" / "entries").glob("*/*/0"))
     assert len(entries) == 1 and entries[0].stat().st_size == limit
     assert len(list(root.glob("*.native.o"))) == 4  # the link's outputs are untouched
+
+
+def test_a_compilers_identity_is_remembered_per_user_not_per_cache_directory(
+    tmp_path: Path, small_dtlto: DtltoLink, dist_lto: str
+) -> None:
+    """A new --cache-dir (a cold cache) must not cost a `--version` run per compiler."""
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    for cache in ("first", "second"):
+        root, job_file = captured(tmp_path / cache, small_dtlto)
+        done = distribute(dist_lto, root, job_file, f"--cache-dir={tmp_path / cache / 'cache'}",
+                          env=env)  # fmt: skip
+        assert (done.returncode, done.stderr) == (0, "")
+        if cache == "first":
+            (memo,) = (tmp_path / "xdg" / "dist-lto" / "v1" / "compilers").iterdir()
+            remembered = memo.stat().st_mtime_ns
+    assert memo.stat().st_mtime_ns == remembered  # read, not computed and written again
+    assert not list(tmp_path.glob("*/cache/v1/compilers"))
+    assert len(list((tmp_path / "second" / "cache" / "v1" / "entries").glob("*/*"))) == 4

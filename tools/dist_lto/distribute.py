@@ -243,8 +243,10 @@ class Settings:
             self.jobs = int(opts.jobs)
         self.cache_dir = None if opts.no_cache else (opts.cache_dir or default_cache_dir())
         self.tools_dir = default_cache_dir()
-        """Where the fork server's preload library is kept: per user, whatever the result
-        cache (a shared --cache-dir may be another machine's or another libc's)."""
+        """Where what belongs to this machine's tools is kept (the fork server's library,
+        remembered compiler identities): per user, whatever --cache-dir says, since a
+        shared cache directory may be another machine's, and a new one must not cost
+        every compiler's identity again."""
         self.fork_server = not opts.no_fork_server and self.remote is None
         self.cache_max_size = DEFAULT_MAX_SIZE
         if opts.cache_max_size is not None:
@@ -676,7 +678,7 @@ def _open_cache(
         reporter.note(f"warning: result cache not used: {settings.cache_dir}: {err.strerror}")
         return None, None
     try:
-        identity = command_identity(files.args, settings.cache_dir)
+        identity = command_identity(files.args, settings.tools_dir)
     except BadInput as err:  # the jobs will say what is wrong with the compiler, if anything
         reporter.note(f"warning: result cache not used: {err.message}")
         return None, None

@@ -14,9 +14,10 @@ Layout under the cache directory (version 1):
 
     v1/entries/<2 hex>/<key>/<i>   output i of a job; the entry directory's mtime is
                                    its last use
-    v1/compilers/<hash>.json       a compiler's identity, kept while its files' stats
-                                   stay the same
     v1/tmp/                        entries being written or deleted
+    v1/compilers/<hash>.json       a compiler's identity, kept while its files' stats
+                                   stay the same (the distributor keeps these in the
+                                   per-user directory, whatever the cache directory)
 
 Entries are written in `tmp/` and renamed into place whole, so a reader sees a complete
 entry or none; an entry is deleted by renaming it into `tmp/` first, so two links
