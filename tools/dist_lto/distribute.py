@@ -19,6 +19,7 @@ import time
 
 from dist_lto.backend import StopRequested, check_primary, raise_stop, run_backend, run_tool
 from dist_lto.errors import EXIT_INTERNAL, BadInput, DistLtoError
+from dist_lto.fastargs import scan
 from dist_lto.fsutil import remove_quietly
 from dist_lto.jobfile import Job, JobFile, read_job_file
 
@@ -107,27 +108,11 @@ class Options:
 def _parse_fast(argv: list[str]) -> Options | None:
     """The usual command line without argparse; None sends anything unusual to argparse."""
     opts = Options()
-    positional: list[str] = []
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        i += 1
-        name, eq, value = arg.partition("=")
-        if (name in _VALUE_OPTIONS and name.startswith("--")) or arg == "-j":
-            if not eq:
-                if i == len(argv) or argv[i].startswith("-"):
-                    return None
-                value = argv[i]
-                i += 1
-            setattr(opts, _VALUE_OPTIONS[name], value)
-        elif arg in _FLAG_OPTIONS:
-            setattr(opts, _FLAG_OPTIONS[arg], True)
-        elif arg.startswith("-") or positional:
-            return None
-        else:
-            positional.append(arg)
-    if not positional or (opts.no_cache and opts.cache_dir is not None):
+    positional = scan(argv, opts, _VALUE_OPTIONS, _FLAG_OPTIONS)
+    if positional is None or len(positional) != 1:
         return None
+    if opts.no_cache and opts.cache_dir is not None:
+        return None  # argparse says they exclude each other
     opts.job_file = positional[0]
     return opts
 

@@ -18,6 +18,7 @@ from dist_lto.backend import (
     split_dwarf_flags,
 )
 from dist_lto.errors import BadInput
+from dist_lto.fastargs import scan
 from dist_lto.lto_flags import read_args_file, translate
 from dist_lto.thinlto_index import is_bitcode
 
@@ -73,26 +74,8 @@ class Options:
 def _parse_fast(argv: list[str]) -> Options | None:
     """The common case, without argparse; None sends anything unusual to argparse."""
     opts = Options()
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        i += 1
-        if arg == "--":
-            opts.command = argv[i:]
-            break
-        name, eq, value = arg.partition("=")
-        if name in _VALUE_OPTIONS:
-            if not eq:
-                if i == len(argv) or argv[i].startswith("-"):
-                    return None
-                value = argv[i]
-                i += 1
-            setattr(opts, _VALUE_OPTIONS[name], value)
-        elif arg in _FLAG_OPTIONS:
-            setattr(opts, _FLAG_OPTIONS[arg], True)
-        else:
-            return None
-    if not (opts.input and opts.index and opts.out and opts.command):
+    positional = scan(argv, opts, _VALUE_OPTIONS, _FLAG_OPTIONS, rest="command")
+    if positional != [] or not (opts.input and opts.index and opts.out and opts.command):
         return None
     return opts
 
