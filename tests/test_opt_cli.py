@@ -22,7 +22,6 @@ OPT_PATH_MODULES = {
     "dist_lto",
     "dist_lto.cli",
     "dist_lto.errors",
-    "dist_lto.fastargs",
     "dist_lto.opt",
     "dist_lto.backend",
     "dist_lto.fsutil",

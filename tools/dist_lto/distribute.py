@@ -18,8 +18,8 @@ import threading
 import time
 
 from dist_lto.backend import StopRequested, check_primary, raise_stop, run_backend, run_tool
+from dist_lto.cli import scan
 from dist_lto.errors import EXIT_INTERNAL, BadInput, DistLtoError
-from dist_lto.fastargs import scan
 from dist_lto.fsutil import remove_quietly
 from dist_lto.jobfile import Job, JobFile, read_job_file
 

@@ -17,8 +17,8 @@ from dist_lto.backend import (
     run_backend,
     split_dwarf_flags,
 )
+from dist_lto.cli import scan
 from dist_lto.errors import BadInput
-from dist_lto.fastargs import scan
 from dist_lto.lto_flags import read_args_file, translate
 from dist_lto.thinlto_index import is_bitcode
 
