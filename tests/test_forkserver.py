@@ -55,17 +55,19 @@ def test_forked_jobs_write_the_objects_a_started_clang_writes(
     assert len(objects(forked_root)) == 4
 
 
-def with_common_args(job_file: Path, *extra: str) -> None:
+def captured_with(tmp_path: Path, link: DtltoLink, *extra: str) -> tuple[Path, Path]:
+    """A private copy of the link whose job file adds `extra` to `common.args`."""
+    root, job_file = captured(tmp_path, link)
     doc = json.loads(job_file.read_text())
     doc["common"]["args"] += list(extra)
     job_file.write_text(json.dumps(doc))
+    return root, job_file
 
 
 def test_a_forked_compiler_that_fails_fails_its_job_with_its_status_and_stderr(
     tmp_path: Path, small_dtlto: DtltoLink, dist_lto: str
 ) -> None:
-    root, job_file = captured(tmp_path, small_dtlto)
-    with_common_args(job_file, "-mllvm", "-no-such-option")
+    root, job_file = captured_with(tmp_path, small_dtlto, "-mllvm", "-no-such-option")
     done = distribute(dist_lto, root, job_file, "--no-cache", "--jobs=1")
     assert done.returncode == 1
     first, *rest = done.stderr.splitlines()
@@ -78,8 +80,9 @@ def test_a_forked_compiler_that_fails_fails_its_job_with_its_status_and_stderr(
 def test_a_forked_compilers_warnings_reach_the_user(
     tmp_path: Path, small_dtlto: DtltoLink, dist_lto: str
 ) -> None:
-    root, job_file = captured(tmp_path, small_dtlto)
-    with_common_args(job_file, "-Wunused-command-line-argument", "-Wl,--unused-here")
+    root, job_file = captured_with(
+        tmp_path, small_dtlto, "-Wunused-command-line-argument", "-Wl,--unused-here"
+    )
     done = distribute(dist_lto, root, job_file, "--no-cache", "--verbose")
     assert done.returncode == 0, done.stderr
     assert done.stderr.count("warning: -Wl,--unused-here: 'linker' input unused") == 4

@@ -35,6 +35,7 @@ from dist_lto.fsutil import remove_quietly, temp_path_for, write_atomic
 from dist_lto.jobfile import Job, JobFile
 from dist_lto.jsonio import loads
 from dist_lto.thinlto_index import read_index_records
+from dist_lto.toolchain import which
 
 LAYOUT = "v1"
 KEY_SCHEME = b"dist-lto result cache 1\0"
@@ -67,16 +68,6 @@ def parse_size(text: str) -> int:
 # The key
 
 
-def _which(program: str) -> str | None:
-    if "/" in program:
-        return program if os.access(program, os.X_OK) else None
-    for directory in os.environ.get("PATH", os.defpath).split(os.pathsep):
-        candidate = os.path.join(directory or ".", program)
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
-    return None
-
-
 def _stat_id(path: str) -> list[object]:
     st = os.stat(path)
     return [path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
@@ -89,7 +80,7 @@ def compiler_identity(compiler: str, cache_root: str) -> str:
     cache with the stats of every file it covers, and recomputed when any of them
     changes. BadInput if the compiler cannot be found or run.
     """
-    found = _which(compiler)
+    found = which(compiler)
     if found is None:
         raise BadInput(f"{compiler}: compiler not found (common.args[0] of the job file)")
     exe = os.path.realpath(found)
@@ -134,7 +125,7 @@ def command_identity(args: list[str], cache_root: str) -> str:
     for arg in args[1:]:
         if arg.startswith("-"):
             break
-        if _which(arg) is not None:
+        if which(arg) is not None:
             parts.append(compiler_identity(arg, cache_root))
     if len(parts) == 1:
         return parts[0]
