@@ -190,6 +190,22 @@ def test_a_forked_job_sees_the_environment_a_started_one_sees(
     assert names == set(os.environ)
 
 
+def test_a_server_out_of_step_with_its_client_serves_no_more_jobs(llvm: Llvm, preload: str) -> None:
+    """A failure between the job's pid and its status leaves a record unread: the next
+    job would read it as its own, so the server is closed instead."""
+    server = forkserver.ForkServer(llvm.clang, preload)
+
+    def fail(_pid: int) -> None:
+        raise RuntimeError("the caller failed while the job ran")
+
+    with pytest.raises(RuntimeError):
+        server.run([llvm.clang, "-###", "-c", "-x", "c", os.devnull], fail)
+    with pytest.raises(forkserver.ForkServerLost):
+        server.run([llvm.clang, "-###", "-c", "-x", "c", os.devnull])
+    assert server.pid == 0  # reaped
+    server.close()
+
+
 @pytest.mark.parametrize(
     ("args", "reason"),
     [(["/usr/bin/ccache", "clang", "-c"], "/usr/bin/ccache is not clang"),

@@ -11,7 +11,8 @@ Used only where it is the same as starting the compiler: `common.args[0]` is an 
 program named clang*, run directly (no wrapper before it), no LD_PRELOAD of the user's
 is in force, and Linux. Anything else, or a server that does not come up, and the
 distributor starts a compiler per job as before. The preload library is built with the
-job file's own clang the first time it is needed and kept under the cache directory.
+job file's own clang the first time it is needed and kept in the per-user cache
+directory (whatever --cache-dir says: it belongs to this machine).
 """
 
 import _signal
@@ -157,19 +158,12 @@ class ForkServer:
         self, argv: list[str], on_start: "Callable[[int], None] | None" = None
     ) -> tuple[int, bytes]:
         """Run `argv` in a process forked from the server: (exit status, stderr)."""
-        import socket
-
         read_end, write_end = os.pipe()
         try:
-            try:
-                payload = b"".join(os.fsencode(arg) + b"\0" for arg in argv)
-                socket.send_fds(self.sock, [payload], [write_end])
-            except OSError:
-                raise ForkServerLost(
-                    f"{self.compiler}: fork server ended before the job began"
-                ) from None
-            finally:
-                os.close(write_end)
+            self._send_job(argv, write_end)
+        finally:
+            os.close(write_end)
+        try:
             kind, value = self._receive()
             if kind == b"E":
                 raise BadInput(f"{argv[0]}: cannot run: {os.strerror(value)}")
@@ -179,19 +173,39 @@ class ForkServer:
                 if on_start is not None:
                     on_start(value)
             finally:
-                try:  # noqa: SIM105
-                    self.sock.send(b"A")
-                except OSError:
-                    pass  # the server is gone: the next record says so
+                self._send(b"A")
             chunks = []
             while chunk := os.read(read_end, 65536):
                 chunks.append(chunk)
             kind, status = self._receive()
             if kind != b"S":
                 raise DistLtoError(f"{argv[0]}: fork server ended while the job ran")
-        finally:
+        except (BadInput, ForkServerLost):
             os.close(read_end)
+            raise
+        except BaseException:
+            os.close(read_end)  # first: a job writing to a pipe nobody reads never ends
+            self.close()  # out of step with the server: it serves no more jobs
+            raise
+        os.close(read_end)
         return exit_status(status), b"".join(chunks)
+
+    def _send_job(self, argv: list[str], stderr_fd: int) -> None:
+        import socket
+
+        payload = b"".join(os.fsencode(arg) + b"\0" for arg in argv)
+        try:
+            socket.send_fds(self.sock, [payload], [stderr_fd])
+        except OSError:  # gone, or a command line larger than the socket takes
+            raise ForkServerLost(
+                f"{self.compiler}: fork server ended before the job began"
+            ) from None
+
+    def _send(self, record: bytes) -> None:
+        try:  # noqa: SIM105 (contextlib is an import for one use)
+            self.sock.send(record)
+        except OSError:
+            pass  # the server is gone: the next record it does not send says so
 
     def _receive(self) -> tuple[bytes, int]:
         try:
