@@ -412,22 +412,23 @@ class _Planner:
         return paths
 
     def write_objects(self, objects: list[ObjectInput]) -> None:
-        """Write the plans of `objects` (and empty index files for native ones). A plan is
-        written under a temporary name and renamed, so a planner killed at any point
+        """Write the plans of `objects` (and empty index files for native ones). A plan
+        appears complete or not at all (`_WholeWriter`), so a planner killed at any point
         leaves no empty or partial plan (an empty index file is complete as created). On
         failure what was written is removed."""
         dirs = _Dirs()
-        suffix = f".tmp-{os.getpid()}-{os.urandom(4).hex()}"  # per process: workers fork
+        writer = _WholeWriter()
         try:
             for o in objects:
                 if not self.object_modules[o.index].loaded:
                     dirs.ensure_parent(o.index_output)
                     _write_direct(o.index_output, b"")
-                dirs.ensure_parent(o.plan_output)
-                _write_renamed(o.plan_output, dumps(self.object_plan(o)), suffix)
+                writer.write(o.plan_output, dumps(self.object_plan(o)))
         except BaseException:
             parts.remove_files(self.object_outputs(objects))
             raise
+        finally:
+            writer.close()
 
     def write_link(self, raw_linker: bool) -> None:
         """Write the archive plans, the argument file and, last, the link plan (atomically)."""
@@ -463,29 +464,95 @@ class _Dirs:
             self.done.add(parent)
 
 
-def _write_direct(path: str, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+_TMPFILE = getattr(os, "O_TMPFILE", 0)
+_TMPFILE_UNSUPPORTED = {errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL}
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    written = os.write(fd, data)
+    if written < len(data):
+        view = memoryview(data)[written:]
+        while view:
+            view = view[os.write(fd, view) :]
+
+
+def _write_direct(path: str, data: bytes, dir_fd: int | None = None) -> None:
+    fd = os.open(path, _CREATE, 0o666, dir_fd=dir_fd)
     try:
-        written = os.write(fd, data)
-        if written < len(data):
-            view = memoryview(data)[written:]
-            while view:
-                view = view[os.write(fd, view) :]
+        _write_all(fd, data)
     finally:
         os.close(fd)
 
 
-def _write_renamed(path: str, data: bytes, suffix: str) -> None:
-    """`path` appears complete or not at all: written as `.NAME` + `suffix` beside it."""
-    head, _, tail = path.rpartition("/")
-    tmp = f"{head}/.{tail}{suffix}" if head else f".{tail}{suffix}"
-    try:
-        _write_direct(tmp, data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+class _WholeWriter:
+    """Writes files that appear complete or not at all, with few system calls.
+
+    Each file is written as an unnamed file in its directory (`O_TMPFILE`) and linked
+    into place once complete: two directory operations fewer per file than writing a
+    temporary name and renaming it, which on ext4 made the planner ~1.5x the cost of
+    merely creating its plans at 100,000 objects. Where that is not possible (the file
+    exists already, no `O_TMPFILE` or `/proc`) it writes `.NAME.tmp-PID-RANDOM` and
+    renames. Names are relative to a descriptor of the current directory: plans come
+    grouped by directory, and one descriptor at a time bounds the ones held open.
+    """
+
+    def __init__(self) -> None:
+        self.suffix = f".tmp-{os.getpid()}-{os.urandom(4).hex()}"  # per process: workers fork
+        self.tmpfile = bool(_TMPFILE)
+        self.dir = ""
+        self.dir_fd = -1
+
+    def _enter(self, directory: str) -> int:
+        if directory != self.dir or self.dir_fd < 0:
+            self.close()
+            os.makedirs(directory, exist_ok=True)
+            self.dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            self.dir = directory
+        return self.dir_fd
+
+    def close(self) -> None:
+        if self.dir_fd >= 0:
+            os.close(self.dir_fd)
+            self.dir_fd = -1
+
+    def write(self, path: str, data: bytes) -> None:
+        head, _, name = path.rpartition("/")
+        dir_fd = self._enter(head or ".")
+        if self.tmpfile and self._link_unnamed(dir_fd, name, data):
+            return
+        tmp = f".{name}{self.suffix}"
+        try:
+            _write_direct(tmp, data, dir_fd)
+            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dir_fd)
+            raise
+
+    def _link_unnamed(self, dir_fd: int, name: str, data: bytes) -> bool:
+        """Write `name` as an unnamed file linked into place; False: write it another way."""
+        try:
+            fd = os.open(".", _TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o666, dir_fd=dir_fd)
+        except OSError as err:
+            if err.errno not in _TMPFILE_UNSUPPORTED:
+                raise
+            self.tmpfile = False
+            return False
+        try:
+            _write_all(fd, data)
+            # dst_dir_fd makes this linkat(..., AT_SYMLINK_FOLLOW): the file, not the link.
+            os.link(f"/proc/self/fd/{fd}", name, dst_dir_fd=dir_fd)
+        except FileExistsError:
+            return False  # replaced by a rename, as linking cannot
+        except FileNotFoundError:
+            if os.path.isdir("/proc/self/fd"):
+                raise
+            self.tmpfile = False  # no /proc
+            return False
+        finally:
+            os.close(fd)
+        return True
 
 
 def _move(src: str, dst: str) -> None:
