@@ -589,11 +589,27 @@ def plan(meta_path: str, command: list[str], *, replay: bool, jobs: int = 0) -> 
 
 
 def _plan(meta_path: str, command: list[str], *, replay: bool, jobs: int) -> None:
-    planner = _Planner(read_meta(meta_path))
-    planner.place_index_files()
-    if not replay:
-        planner.run_index(command)
-    planner.check_index(replay)
+    meta = read_meta(meta_path)
+    prefetch: index_step.ImportsPrefetch | None = None
+    large = jobs != 1 and len(meta.objects()) >= PARALLEL_MIN_OBJECTS
+    list_file = posixpath.join(meta.index_dir, index_step.LIST_NAME)
+    try:
+        if replay and large:
+            prefetch = index_step.ImportsPrefetch(list_file)
+        planner = _Planner(meta)
+        planner.place_index_files()
+        if not replay:
+            planner.run_index(command)
+            if large:
+                prefetch = index_step.ImportsPrefetch(list_file)
+        planner.check_index(replay)
+    finally:
+        if prefetch is not None:
+            prefetch.stop()
+    _write_plans(planner, command, jobs)
+
+
+def _write_plans(planner: _Planner, command: list[str], jobs: int) -> None:
     raw_linker = bool(command) and index_step.is_raw_linker(command)
     objects = planner.objects
     if not jobs:
