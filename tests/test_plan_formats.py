@@ -207,3 +207,32 @@ def test_unrunnable_index_command_is_bad_input(tmp_path: Path) -> None:
     result = run_cli(["plan", "meta.json", "--", "./no-such-linker"], cwd=tmp_path)
     assert result.returncode == 2
     assert "cannot run the index command './no-such-linker'" in result.stderr
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_large_replay_in_workers_writes_what_one_process_writes_and_reruns_alike(
+    tmp_path: Path,
+) -> None:
+    """Above PARALLEL_MIN_OBJECTS the planner prefetches `.imports`, forks workers and
+    links unnamed files into place; a rerun over existing plans renames instead. All
+    three must write the same bytes and leave no temporary file."""
+    import plan as bench_plan  # bench/plan.py: the benchmark's synthetic link
+    from dist_lto.plan import PARALLEL_MIN_OBJECTS
+
+    n = PARALLEL_MIN_OBJECTS * 10 // 9 + 100  # 90% of the modules are objects
+    runs = {}
+    for jobs in ("1", "2"):
+        root = tmp_path / f"jobs{jobs}"
+        synthetic = bench_plan.generate(root, n)
+        assert synthetic.objects >= PARALLEL_MIN_OBJECTS
+        done = run_cli(["plan", "--replay", "--jobs", jobs, "meta.json"], cwd=root)
+        assert done.returncode == 0, done.stderr
+        runs[jobs] = _files(root)
+    assert runs["1"] == runs["2"]
+    done = run_cli(["plan", "--replay", "--jobs", "2", "meta.json"], cwd=tmp_path / "jobs2")
+    assert done.returncode == 0, done.stderr
+    assert _files(tmp_path / "jobs2") == runs["1"]
+    assert not [name for name in runs["1"] if ".tmp-" in name]
