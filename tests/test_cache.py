@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -501,8 +502,17 @@ def test_links_racing_on_one_cache_see_whole_entries_or_none(
         if leftovers:
             problems.append(f"temporaries left: {leftovers}")
 
-    threads = [threading.Thread(target=f) for f in (storer, storer, pruner, pruner)]
-    threads += [threading.Thread(target=restorer, args=(n,)) for n in range(3)]
+    def reporting(work: Callable[..., None], *args: int) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                work(*args)
+            except Exception as err:  # a thread's exception must fail the test
+                problems.append(f"{work.__name__}: {type(err).__name__}: {err}")
+
+        return run
+
+    threads = [threading.Thread(target=reporting(f)) for f in (storer, storer, pruner, pruner)]
+    threads += [threading.Thread(target=reporting(restorer, n)) for n in range(3)]
     for t in threads:
         t.start()
     for t in threads:

@@ -25,6 +25,7 @@ pruning at once never delete half an entry, and a reader that loses the race see
 miss. Every restored object is checked like a compiled one (`backend.object_problem`).
 """
 
+import errno
 import hashlib
 import json
 import os
@@ -369,10 +370,12 @@ class ResultCache:
             os.makedirs(os.path.dirname(entry), exist_ok=True)
             try:
                 os.rename(staging, entry)
-            except OSError:
-                if not os.path.isdir(entry):
+            except OSError as err:
+                # The entry existed when we renamed: another link stored it first (it may
+                # be pruned again by now, which later links see as a miss).
+                if err.errno not in (errno.ENOTEMPTY, errno.EEXIST):
                     raise
-                _remove_tree(staging)  # stored meanwhile by another link
+                _remove_tree(staging)
         except BaseException:
             _remove_tree(staging)
             raise
