@@ -32,7 +32,7 @@ from dist_lto.thinlto_index import read_index_modules
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (milliseconds)
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     Runner = Callable[[list[str], Callable[[int], None] | None], tuple[int, bytes]]
 
@@ -212,6 +212,24 @@ def _catch_stop_signals() -> dict[int, object]:
         return {}
 
 
+def spawn(
+    argv: list[str],
+    env: "Mapping[str, str]",
+    file_actions: list[tuple[int, ...]],
+    **options: object,
+) -> int:
+    """Start `argv` (found on PATH unless it names a path) as a child with the signal
+    dispositions it would get from `subprocess`; its pid. BadInput when it cannot run."""
+    start = os.posix_spawn if "/" in argv[0] else os.posix_spawnp
+    try:
+        return start(
+            argv[0], argv, env, file_actions=file_actions, setsigdef=_CHILD_DEFAULT_SIGNALS,
+            **options,
+        )  # fmt: skip
+    except OSError as err:
+        raise BadInput(f"{argv[0]}: cannot run: {err.strerror}") from None
+
+
 def run_tool(argv: list[str], on_start: "Callable[[int], None] | None" = None) -> tuple[int, bytes]:
     """Run `argv` (stdout inherited, stderr captured) and return (exit status, stderr).
 
@@ -229,18 +247,8 @@ def run_tool(argv: list[str], on_start: "Callable[[int], None] | None" = None) -
     held = _signal.pthread_sigmask(_signal.SIG_BLOCK, _FORWARDED_SIGNALS) if previous else None
     mask = {} if held is None else {"setsigmask": held}
     try:
-        spawn = os.posix_spawn if "/" in argv[0] else os.posix_spawnp
         try:
-            pid = spawn(
-                argv[0],
-                argv,
-                os.environ,
-                file_actions=[(os.POSIX_SPAWN_DUP2, write_end, 2)],
-                setsigdef=_CHILD_DEFAULT_SIGNALS,
-                **mask,
-            )
-        except OSError as err:
-            raise BadInput(f"{argv[0]}: cannot run: {err.strerror}") from None
+            pid = spawn(argv, os.environ, [(os.POSIX_SPAWN_DUP2, write_end, 2)], **mask)
         finally:
             os.close(write_end)
         try:

@@ -15,11 +15,10 @@ job file's own clang the first time it is needed and kept in the per-user cache
 directory (whatever --cache-dir says: it belongs to this machine).
 """
 
-import _signal
 import os
 import sys
 
-from dist_lto.backend import exit_status, run_tool
+from dist_lto.backend import exit_status, run_tool, spawn
 from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.fsutil import remove_quietly, temp_path_for
 from dist_lto.toolchain import which
@@ -33,7 +32,6 @@ SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "forkserver.c"
 FD_VARIABLE = "DIST_LTO_FORK_SERVER_FD"
 SERVER_FD = 3
 _RECORD_SIZE = 5
-_CHILD_DEFAULT_SIGNALS = (_signal.SIGPIPE, _signal.SIGXFSZ)
 
 
 class ForkServerLost(DistLtoError):
@@ -129,23 +127,16 @@ class ForkServer:
         given = theirs.fileno()
         moved = os.dup(given) if given == SERVER_FD else given  # dup2(3, 3) keeps CLOEXEC
         devnull = os.open(os.devnull, os.O_WRONLY)
-        env = dict(os.environ)
-        env["LD_PRELOAD"] = preload
-        env[FD_VARIABLE] = str(SERVER_FD)
-        spawn = os.posix_spawn if "/" in self.compiler else os.posix_spawnp
+        env = {**os.environ, "LD_PRELOAD": preload, FD_VARIABLE: str(SERVER_FD)}
         try:
             self.pid = spawn(
-                self.compiler,
                 [self.compiler],
                 env,
-                file_actions=[
+                [
                     (os.POSIX_SPAWN_DUP2, moved, SERVER_FD),
                     (os.POSIX_SPAWN_DUP2, devnull, 2),  # a server that fails says so by leaving
                 ],
-                setsigdef=_CHILD_DEFAULT_SIGNALS,
             )
-        except OSError as err:
-            raise BadInput(f"{self.compiler}: cannot run: {err.strerror}") from None
         finally:
             os.close(devnull)
             if moved != given:

@@ -184,7 +184,7 @@ def _strings(fields: Fields, obj: "dict[str, Any]", key: str, pointer: str) -> l
 
 
 def _no_empty_path(fields: Fields, paths: list[str], pointer: str) -> None:
-    """Of `_strings`' items, which hold no NUL."""
+    """Fail on the first empty path (`paths` come from `_strings`: none holds a NUL)."""
     if "" in paths:
         fields.fail(f"{pointer}/{paths.index('')}", "empty path")
 

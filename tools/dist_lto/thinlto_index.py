@@ -24,6 +24,7 @@ def is_bitcode(head: bytes) -> bool:
     """LLVM bitcode, bare or in a wrapper, by magic (never `file(1)`, which misreads it)."""
     return head[:4] in (BITCODE_MAGIC, WRAPPER_MAGIC)
 
+
 _MODULE_BLOCK = 8
 _MODULE_STRTAB_BLOCK = 19
 _GLOBALVAL_SUMMARY_BLOCK = 20
@@ -56,7 +57,40 @@ class _Truncated(Exception):
     pass
 
 
-class _Reader:
+class _BitCursor:
+    """What every bitstream cursor decodes on top of its own `read(width)`."""
+
+    __slots__ = ()
+
+    def read(self, width: int) -> int:
+        raise NotImplementedError
+
+    def vbr(self, width: int) -> int:
+        high = 1 << (width - 1)
+        value = shift = 0
+        while True:
+            piece = self.read(width)
+            value |= (piece & (high - 1)) << shift
+            if not piece & high:
+                return value
+            shift += width - 1
+            if shift > 64:
+                raise ValueError("VBR value wider than 64 bits")
+
+    def scalar(self, encoding: tuple[int, int]) -> int:
+        kind, value = encoding
+        if kind == _LITERAL:
+            return value
+        if kind == _FIXED:
+            return self.read(value)
+        if kind == _VBR:
+            return self.vbr(value)
+        if kind == _CHAR6:
+            return _CHAR6_TABLE[self.read(6)]
+        raise ValueError("array or blob used as a scalar")
+
+
+class _Reader(_BitCursor):
     """A cursor over a bitstream: fields are little-endian bit runs."""
 
     __slots__ = ("data", "end", "pos")
@@ -74,18 +108,6 @@ class _Reader:
         byte = pos >> 3
         chunk = int.from_bytes(self.data[byte : byte + 9], "little")
         return (chunk >> (pos & 7)) & ((1 << width) - 1)
-
-    def vbr(self, width: int) -> int:
-        high = 1 << (width - 1)
-        value = shift = 0
-        while True:
-            piece = self.read(width)
-            value |= (piece & (high - 1)) << shift
-            if not piece & high:
-                return value
-            shift += width - 1
-            if shift > 64:
-                raise ValueError("VBR value wider than 64 bits")
 
     def align32(self) -> None:
         self.pos = (self.pos + 31) & ~31
@@ -116,18 +138,6 @@ class _Reader:
         if kind == _CHAR6:
             return bytes(_CHAR6_TABLE[c] for c in out)
         return bytes(out)
-
-    def scalar(self, encoding: tuple[int, int]) -> int:
-        kind, value = encoding
-        if kind == _LITERAL:
-            return value
-        if kind == _FIXED:
-            return self.read(value)
-        if kind == _VBR:
-            return self.vbr(value)
-        if kind == _CHAR6:
-            return _CHAR6_TABLE[self.read(6)]
-        raise ValueError("array or blob used as a scalar")
 
 
 Abbrev = list[tuple[int, int]]
@@ -219,22 +229,23 @@ def _values(reader: _Reader, abbrev_id: int, abbrevs: list[Abbrev]) -> tuple[int
     bits = _Bits(reader)
     fields: list[int] = []
     abbrev = abbrevs[index]
-    for i, (kind, width) in enumerate(abbrev):
+    for i, encoding in enumerate(abbrev):
+        kind = encoding[0]
         if kind == _ARRAY:
-            elements = bits.scalar(_VBR, 6)
+            elements = bits.vbr(6)
             if elements > bits.end - bits.pos:
                 raise _Truncated  # more elements than bits left
-            kind, width = abbrev[i + 1]
-            fields += [bits.scalar(kind, width) for _ in range(elements)]
+            element = abbrev[i + 1]
+            fields += [bits.scalar(element) for _ in range(elements)]
             break
         if kind == _BLOB:
             raise ValueError("blob operand in a summary record")
-        fields.append(bits.scalar(kind, width))
+        fields.append(bits.scalar(encoding))
     reader.pos = bits.pos
     return fields[0], fields[1:], b""
 
 
-class _Bits:
+class _Bits(_BitCursor):
     """Reading forward from a reader's position through a buffer of up to 512 bits."""
 
     __slots__ = ("buf", "data", "end", "left", "pos")
@@ -243,7 +254,7 @@ class _Bits:
         self.data, self.pos, self.end = reader.data, reader.pos, reader.end
         self.buf = self.left = 0
 
-    def take(self, width: int) -> int:
+    def read(self, width: int) -> int:
         if width > self.left:
             pos = self.pos
             if pos + width > self.end:
@@ -255,24 +266,6 @@ class _Bits:
         self.left -= width
         self.pos += width
         return value
-
-    def scalar(self, kind: int, width: int) -> int:
-        if kind == _FIXED:
-            return self.take(width)
-        if kind == _VBR:
-            high = 1 << (width - 1)
-            value = shift = 0
-            while True:
-                piece = self.take(width)
-                value |= (piece & (high - 1)) << shift
-                if not piece & high:
-                    return value
-                shift += width - 1
-                if shift > 64:
-                    raise ValueError("VBR value wider than 64 bits")
-        if kind == _CHAR6:
-            return _CHAR6_TABLE[self.take(6)]
-        return width  # a literal
 
 
 def _skip_block(reader: _Reader) -> None:
