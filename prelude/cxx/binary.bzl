@@ -36,7 +36,7 @@ def _cxx_binary_impl(ctx: AnalysisContext) -> list[Provider]:
     groups = merge_groups([own], ctx.attrs.deps) + [_flags_group(ctx)]
     profile = ctx.attrs.sample_profile
     if ctx.attrs.dist_lto:
-        out = dist_lto_link(ctx, toolchain, groups, ctx.attrs.linker_flags, profile)
+        out = dist_lto_link(ctx, toolchain, ctx.label.name, groups, ctx.attrs.linker_flags, profile)
     else:
         out = link_binary(ctx, toolchain, groups, sample_profile_flags(profile), lto)
     return [DefaultInfo(default_output = out), RunInfo(args = cmd_args(out))]
@@ -53,10 +53,10 @@ cxx_binary = rule(
     impl = _cxx_binary_impl,
     doc = "A C/C++ program; `dist_lto = True` links it with distributed ThinLTO.",
     attrs = {
-        "srcs": attrs.list(attrs.one_of(attrs.source(), attrs.tuple(attrs.source(), attrs.list(attrs.arg()))), default = []),
+        "srcs": attrs.list(attrs.one_of(attrs.source(), attrs.tuple(attrs.source(), attrs.list(attrs.string()))), default = []),
         "headers": attrs.list(attrs.source(), default = []),
-        "compiler_flags": attrs.list(attrs.arg(), default = []),
-        "linker_flags": attrs.list(attrs.arg(), default = []),
+        "compiler_flags": attrs.list(attrs.string(), default = []),
+        "linker_flags": attrs.list(attrs.string(), default = []),
         "deps": attrs.list(attrs.dep(), default = []),
         "lto": attrs.bool(default = True, doc = "compile to bitcode and link with in-process ThinLTO"),
         "dist_lto": attrs.bool(default = False, doc = "link with distributed ThinLTO (implies lto)"),

@@ -41,7 +41,7 @@ prebuilt_cxx_library = rule(
         "bitcode": attrs.bool(default = False, doc = "may hold ThinLTO bitcode members"),
         "cxx": attrs.bool(default = False, doc = "needs the C++ runtime"),
         "exported_headers": attrs.list(attrs.source(), default = []),
-        "exported_linker_flags": attrs.list(attrs.arg(), default = []),
+        "exported_linker_flags": attrs.list(attrs.string(), default = []),
         "deps": attrs.list(attrs.dep(), default = []),
     },
 )

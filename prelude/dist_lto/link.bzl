@@ -20,32 +20,37 @@ load(":types.bzl", "DistLink")
 def dist_lto_link(
         ctx: AnalysisContext,
         toolchain: LlvmToolchainInfo,
+        name: str,
         groups: list[LinkGroup],
         linker_flags: list[str],
         sample_profile: Artifact | None) -> Artifact:
-    """Link `groups` into the binary `ctx.label.name` with distributed ThinLTO.
+    """Link `groups` into the binary `name` with distributed ThinLTO.
 
     Args:
+        name: the binary's name, unique among the target's links (outputs and action
+            identifiers of this link are scoped by it).
         groups: the link's inputs in order (the binary's linker flags last).
         linker_flags: the binary's linker flags, for the backends' flags file.
         sample_profile: a sample profile every backend reads (then an input of each).
     """
-    out = ctx.actions.declare_output(ctx.label.name)
+    out = ctx.actions.declare_output(name)
+    prefix = "dist_lto/" + name
     driver = cmd_args(link_driver(toolchain, groups), toolchain.linker_flags)
-    collected = collect_link(ctx, toolchain, groups)
+    collected = collect_link(ctx, toolchain, name, groups)
     link = DistLink(
+        name = name,
         objects = collected.objects,
         archives = collected.archives,
         static_inputs = collected.static_inputs,
         link_flags_file = ctx.actions.write(
-            "dist_lto/link_flags",
+            prefix + "/link_flags",
             cmd_args(toolchain.linker_flags, "-flto=thin", linker_flags, sample_profile_flags(sample_profile)),
         ),
         backend_inputs = [sample_profile] if sample_profile else [],
-        final_link_args = ctx.actions.declare_output("dist_lto/final_link.args"),
-        link_plan = ctx.actions.declare_output("dist_lto/link_plan.json"),
+        final_link_args = ctx.actions.declare_output(prefix, "final_link.args"),
+        link_plan = ctx.actions.declare_output(prefix, "link_plan.json"),
     )
-    run_plan(ctx, toolchain, collected, driver, link.link_plan, link.final_link_args)
+    run_plan(ctx, toolchain, name, collected, driver, link.link_plan, link.final_link_args)
     for i in range(len(link.objects)):
         opt_object(ctx, toolchain, link, i)
     for i in range(len(link.archives)):

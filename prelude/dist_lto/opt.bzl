@@ -43,6 +43,8 @@ def _run_opt(
         out,
         imports: list[Artifact],
         identifier: str) -> None:
+    if toolchain.test_drop_import and identifier.endswith(toolchain.test_drop_import):
+        imports = imports[1:]
     cmd = cmd_args(
         dist_lto_command(toolchain.opt_python, toolchain.dist_lto_pkg, "opt", fast = True),
         "--input",
@@ -78,7 +80,7 @@ def opt_object(ctx: AnalysisContext, toolchain: LlvmToolchainInfo, link: DistLin
             obj.index_file,
             outputs[obj.opt].as_output(),
             _imports(link, artifacts, plan),
-            "{}:{}".format(index, obj.object.short_path),
+            "{}/{}:{}".format(link.name, index, obj.object.short_path),
         )
 
     ctx.actions.dynamic_output(
@@ -98,7 +100,7 @@ def opt_archive(ctx: AnalysisContext, toolchain: LlvmToolchainInfo, link: DistLi
             if not member["opt"]:
                 continue
             out = ctx.actions.declare_output(
-                "dist_lto/archives/{}/opt_members/{}".format(index, member["opt_object"]),
+                "dist_lto/{}/archives/{}/opt_members/{}".format(link.name, index, member["opt_object"]),
             )
             _run_opt(
                 ctx,
@@ -108,7 +110,7 @@ def opt_archive(ctx: AnalysisContext, toolchain: LlvmToolchainInfo, link: DistLi
                 archive.index_dir.project(member["index_file"]),
                 out.as_output(),
                 _imports(link, artifacts, member),
-                "archive {}:{}@{}".format(index, member["name"], member["position"]),
+                "{}/archive {}:{}@{}".format(link.name, index, member["name"], member["position"]),
             )
             optimised[member["opt_object"]] = out
         ctx.actions.symlinked_dir(outputs[archive.opt_dir], optimised)

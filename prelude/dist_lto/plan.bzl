@@ -21,7 +21,7 @@ CollectedLink = record(
     static_inputs = list[Artifact],
 )
 
-def collect_link(ctx: AnalysisContext, toolchain: LlvmToolchainInfo, groups: list[LinkGroup]) -> CollectedLink:
+def collect_link(ctx: AnalysisContext, toolchain: LlvmToolchainInfo, name: str, groups: list[LinkGroup]) -> CollectedLink:
     """Number the bitcode objects and archives, declare their files, prepare the archives."""
     objects = []
     archives = []
@@ -31,7 +31,7 @@ def collect_link(ctx: AnalysisContext, toolchain: LlvmToolchainInfo, groups: lis
         linkables = []
         for linkable in group.linkables:
             if isinstance(linkable, ObjectLinkable) and linkable.bitcode:
-                obj = _declare_object(ctx, linkable.object, len(objects))
+                obj = _declare_object(ctx, name, linkable.object, len(objects))
                 linkables.append({
                     "kind": "object",
                     "index": len(objects),
@@ -42,7 +42,7 @@ def collect_link(ctx: AnalysisContext, toolchain: LlvmToolchainInfo, groups: lis
                 })
                 objects.append(obj)
             elif isinstance(linkable, ArchiveLinkable) and linkable.bitcode:
-                archive = _declare_archive(ctx, toolchain, linkable, len(archives))
+                archive = _declare_archive(ctx, toolchain, name, linkable, len(archives))
                 linkables.append({
                     "kind": "archive",
                     "index": len(archives),
@@ -64,8 +64,8 @@ def collect_link(ctx: AnalysisContext, toolchain: LlvmToolchainInfo, groups: lis
             meta_groups.append({"pre_flags": [], "post_flags": [], "linkables": linkables})
     return CollectedLink(groups = meta_groups, objects = objects, archives = archives, static_inputs = static_inputs)
 
-def _declare_object(ctx: AnalysisContext, object: Artifact, index: int) -> BitcodeObject:
-    prefix = "dist_lto/objects/{}".format(index)
+def _declare_object(ctx: AnalysisContext, link_name: str, object: Artifact, index: int) -> BitcodeObject:
+    prefix = "dist_lto/{}/objects/{}".format(link_name, index)
     return BitcodeObject(
         object = object,
         index_file = ctx.actions.declare_output(prefix, object.basename + ".thinlto.bc"),
@@ -73,9 +73,9 @@ def _declare_object(ctx: AnalysisContext, object: Artifact, index: int) -> Bitco
         opt = ctx.actions.declare_output(prefix, "opt/" + object.basename),
     )
 
-def _declare_archive(ctx: AnalysisContext, toolchain: LlvmToolchainInfo, linkable: ArchiveLinkable, index: int) -> PreparedArchive:
-    prepared = prepare_archive(ctx, toolchain, linkable, index)
-    prefix = "dist_lto/archives/{}".format(index)
+def _declare_archive(ctx: AnalysisContext, toolchain: LlvmToolchainInfo, link_name: str, linkable: ArchiveLinkable, index: int) -> PreparedArchive:
+    prepared = prepare_archive(ctx, toolchain, link_name, linkable, index)
+    prefix = "dist_lto/{}/archives/{}".format(link_name, index)
     return PreparedArchive(
         linkable = linkable,
         objects_dir = prepared.objects_dir,
@@ -88,13 +88,15 @@ def _declare_archive(ctx: AnalysisContext, toolchain: LlvmToolchainInfo, linkabl
 def run_plan(
         ctx: AnalysisContext,
         toolchain: LlvmToolchainInfo,
+        link_name: str,
         link: CollectedLink,
         driver_command,
         link_plan: Artifact,
         final_link_args: Artifact) -> None:
     """Write the meta file and run `dist-lto plan` on it (category `thin_lto_plan`)."""
-    index_dir = ctx.actions.declare_output("dist_lto/index", dir = True)
-    meta = ctx.actions.write_json("dist_lto/meta.json", {
+    prefix = "dist_lto/" + link_name
+    index_dir = ctx.actions.declare_output(prefix, "index", dir = True)
+    meta = ctx.actions.write_json(prefix + "/meta.json", {
         "version": 1,
         "index_dir": index_dir.as_output(),
         "link_plan_output": link_plan.as_output(),
@@ -116,4 +118,4 @@ def run_plan(
         driver_command,
         hidden = inputs + outputs,
     )
-    ctx.actions.run(cmd, category = "thin_lto_plan", identifier = "index")
+    ctx.actions.run(cmd, category = "thin_lto_plan", identifier = link_name)

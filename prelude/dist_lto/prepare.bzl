@@ -9,10 +9,11 @@ PreparedFiles = record(objects_dir = Artifact, manifest = Artifact)
 def prepare_archive(
         ctx: AnalysisContext,
         toolchain: LlvmToolchainInfo,
+        link_name: str,
         linkable: ArchiveLinkable,
         index: int) -> PreparedFiles:
-    """One `thin_lto_prepare` action for archive number `index` of the link."""
-    prefix = "dist_lto/archives/{}".format(index)
+    """One `thin_lto_prepare` action for archive number `index` of link `link_name`."""
+    prefix = "dist_lto/{}/archives/{}".format(link_name, index)
     objects_dir = ctx.actions.declare_output(prefix, "objects", dir = True)
     manifest = ctx.actions.declare_output(prefix, "manifest.json")
     cmd = cmd_args(
@@ -28,6 +29,6 @@ def prepare_archive(
     ctx.actions.run(
         cmd,
         category = "thin_lto_prepare",
-        identifier = "{}:{}".format(index, linkable.archive.short_path),
+        identifier = "{}/{}:{}".format(link_name, index, linkable.archive.short_path),
     )
     return PreparedFiles(objects_dir = objects_dir, manifest = manifest)

@@ -33,6 +33,10 @@ PreparedArchive = record(
 
 # Everything the dynamic phases need, frozen once analysis ends.
 DistLink = record(
+    # The link's name, unique within its target: every output it declares lies under
+    # `dist_lto/<name>/` and every action identifier starts with `<name>/`, so one
+    # target (or one package) may hold several distributed links.
+    name = str,
     objects = list[BitcodeObject],
     archives = list[PreparedArchive],
     # Files the link reads that no plan mentions: native objects and archives

@@ -42,10 +42,10 @@ rust_staticlib = rule(
         "srcs": attrs.list(attrs.source(), default = []),
         "crate": attrs.string(default = ""),
         "edition": attrs.string(default = "2021"),
-        "rustc_flags": attrs.list(attrs.arg(), default = []),
+        "rustc_flags": attrs.list(attrs.string(), default = []),
         "linker_plugin_lto": attrs.bool(default = True, doc = "emit LLVM bitcode for cross-language ThinLTO"),
         # What `rustc --print native-static-libs` asks for on x86_64 Linux glibc.
-        "native_libs": attrs.list(attrs.arg(), default = ["-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-ldl", "-lc"]),
+        "native_libs": attrs.list(attrs.string(), default = ["-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-ldl", "-lc"]),
         "_toolchain": attrs.toolchain_dep(default = TOOLCHAIN, providers = [LlvmToolchainInfo]),
     },
 )
