@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +27,9 @@ settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True
 if os.environ.get("CI"):
     settings.load_profile("ci")
 sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO / "bench" / "remote"))
 
+import buildbarn  # noqa: E402
 import workloads  # noqa: E402
 from dist_lto.toolchain import tool  # noqa: E402
 
@@ -113,6 +116,18 @@ def lua_thin_index(tmp_path_factory: pytest.TempPathFactory, llvm: Llvm) -> Thin
         cwd=build.root, check=True, capture_output=True,
     )  # fmt: skip
     return ThinIndex(build, link_flags)
+
+
+@pytest.fixture(scope="session")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[buildbarn.Engine]:
+    """The BuildBarn engine on loopback (two workers), shared by every remote test;
+    tests keep their action caches apart with instance names."""
+    try:
+        running = buildbarn.start(tmp_path_factory.mktemp("buildbarn"), workers=2)
+    except buildbarn.EngineError as err:
+        pytest.fail(f"the BuildBarn engine did not start (run `bash .ci/setup`): {err}")
+    yield running
+    running.stop()
 
 
 # ---------------------------------------------------------------------------------

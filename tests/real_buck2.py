@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import textwrap
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +61,31 @@ def real_rustc() -> str | None:
         return None
     real = Path(sysroot.stdout.strip()) / "bin" / "rustc"
     return str(real) if real.exists() else found
+
+
+PROJECT_FILES = ("prelude", "tools/dist_lto", "platforms", "BUCK", ".buckconfig")
+"""What a copy of this project needs to build with our rules: the prelude, the toolchain
+target (root BUCK) with the dist-lto sources it ships to actions, the platforms."""
+
+
+def scratch_project(
+    dest: Path, files: dict[str, str] | None = None, *, examples: bool = False
+) -> Path:
+    """A copy of this Buck2 project at `dest` (so that tests may write its
+    `.buckconfig.local` and packages), with `files` (path -> text, dedented) added and,
+    if asked, `examples/`."""
+    names = PROJECT_FILES + (("examples",) if examples else ())
+    for name in names:
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(src, dest / name)
+    for name, text in (files or {}).items():
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        (dest / name).write_text(textwrap.dedent(text))
+    return dest
 
 
 def machine_config() -> dict[str, str]:

@@ -19,24 +19,12 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+import buildbarn
 import pytest
 import workloads
-from conftest import REPO, Llvm
-
-sys.path.insert(0, str(REPO / "bench" / "remote"))
-import buildbarn
+from conftest import Llvm
 
 DIST_LTO = str(Path(sys.executable).parent / "dist-lto")
-
-
-@pytest.fixture(scope="session")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> buildbarn.Engine:
-    try:
-        running = buildbarn.start(tmp_path_factory.mktemp("buildbarn"), workers=2)
-    except buildbarn.EngineError as err:
-        pytest.fail(f"the BuildBarn engine did not start (run `bash .ci/setup`): {err}")
-    yield running
-    running.stop()
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 # assembly file, which is always native).
 
 load("//toolchain.bzl", "LlvmToolchainInfo")
+load(":providers.bzl", "label_key")
 
 # Source languages by file extension; anything else is an error naming the file.
 _LANGUAGES = {
@@ -56,7 +57,7 @@ def compile_sources(
         language = _LANGUAGES.get(src.extension)
         if language == None:
             fail("{}: cannot compile `{}`: known extensions are {}".format(
-                ctx.label.name,
+                label_key(ctx.label),
                 src.short_path,
                 ", ".join(sorted(_LANGUAGES.keys())),
             ))
