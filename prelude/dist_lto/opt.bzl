@@ -2,7 +2,8 @@
 # plan. An action's inputs are exactly its module, its index, the modules the plan
 # says it imports (single archive members, projected out of the prepared
 # directories), the link's flags and the dist-lto sources: ready for remote
-# execution, and checked by the test harness's sandbox.
+# execution (tests/test_buck2_remote.py builds on an engine whose input roots hold
+# only declared inputs).
 
 load("//toolchain.bzl", "LlvmToolchainInfo", "dist_lto_command")
 load(":types.bzl", "DistLink", "PreparedArchive")
