@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Peak memory of `plan` on the 100k-object synthetic link and of `prepare` on a 1 GiB
-archive, against the limits the README states.
+archive, against the limits docs/reliability.md states.
 
 - plan: `bench/plan.py`'s synthetic link (90,000 objects, 10,000 archive members, LLD's
   index outputs already in place), planned with `dist-lto plan --replay` as a separate
@@ -36,7 +36,7 @@ import plan as plan_bench
 import workloads
 
 LIMITS_MB = {"plan": 256, "prepare": 96}
-"""The README's figures, in MiB: the peak RSS of `plan` at 100k objects (workers
+"""The limits in docs/reliability.md, in MiB: the peak RSS of `plan` at 100k objects (workers
 included), and the peak anonymous memory of `prepare` on a 1 GiB archive. prepare maps
 the archive (docs: archive.py), so its RSS also counts the archive's pages in the page
 cache, up to the archive's size: file-backed and clean, the kernel drops them under

@@ -1,6 +1,6 @@
 """The fuzz campaign (bench/fuzz.py) in small: hostile inputs for every tool, nothing found.
 
-The full campaign (100,000 inputs, figures in the README) runs by hand; here a few
+The full campaign (100,000 inputs, figures in docs/reliability.md) runs by hand; here a few
 hundred inputs run through the same generators, sandbox and checks, and the checks
 themselves are shown to catch what they look for.
 """
