@@ -11,24 +11,39 @@ load(":types.bzl", "DistLink", "PreparedArchive")
 _PREPARED_PREFIX = "objects/"
 """Members of a prepared regular archive, relative to its manifest (prepare.bzl's layout)."""
 
-def _member(link: DistLink, artifacts, archive_index: int, position: int) -> Artifact:
-    """The file of member `position` of archive `archive_index`, as the index step read it."""
+def _member_files(link: DistLink, artifacts, archive_index: int) -> dict[int, Artifact]:
+    """Archive `archive_index`'s members as the index step read them, by position: a
+    thin archive's own members, or files projected out of the prepared directory."""
     archive = link.archives[archive_index]
     if archive.linkable.members:
-        return archive.linkable.members[position]
-    manifest = artifacts[archive.manifest].read_json()
-    for entry in manifest["members"]:
-        if entry["position"] == position:
-            path = entry["path"]
-            if not path.startswith(_PREPARED_PREFIX):
-                fail("archive {}: member {} is at `{}`, not under `{}`".format(archive_index, position, path, _PREPARED_PREFIX))
-            return archive.objects_dir.project(path[len(_PREPARED_PREFIX):])
-    fail("archive {} has no member at position {}".format(archive_index, position))
+        return {i: m for i, m in enumerate(archive.linkable.members)}
+    files = {}
+    for entry in artifacts[archive.manifest].read_json()["members"]:
+        path = entry["path"]
+        if not path.startswith(_PREPARED_PREFIX):
+            fail("archive {}: member {} is at `{}`, not under `{}`".format(archive_index, entry["position"], path, _PREPARED_PREFIX))
+        files[entry["position"]] = archive.objects_dir.project(path[len(_PREPARED_PREFIX):])
+    return files
 
-def _imports(link: DistLink, artifacts, plan: dict) -> list[Artifact]:
+def _member_lookup(link: DistLink, artifacts) -> typing.Callable:
+    """`lookup(archive, position) -> Artifact`, reading each manifest at most once per
+    callback (an archive's callback asks for every member and every member's imports)."""
+    seen = {}
+
+    def lookup(archive_index: int, position: int) -> Artifact:
+        if archive_index not in seen:
+            seen[archive_index] = _member_files(link, artifacts, archive_index)
+        found = seen[archive_index].get(position)
+        if found == None:
+            fail("archive {} has no member at position {}".format(archive_index, position))
+        return found
+
+    return lookup
+
+def _imports(link: DistLink, member: typing.Callable, plan: dict) -> list[Artifact]:
     found = [link.objects[i].object for i in plan["imports"]]
     for archive_index, position in plan["member_imports"]:
-        found.append(_member(link, artifacts, archive_index, position))
+        found.append(member(archive_index, position))
     return found
 
 def _manifests(link: DistLink) -> list[Artifact]:
@@ -80,7 +95,7 @@ def opt_object(ctx: AnalysisContext, toolchain: LlvmToolchainInfo, link: DistLin
             obj.object,
             obj.index_file,
             outputs[obj.opt].as_output(),
-            _imports(link, artifacts, plan),
+            _imports(link, _member_lookup(link, artifacts), plan),
             "{}/{}:{}".format(link.name, index, obj.object.short_path),
         )
 
@@ -96,24 +111,25 @@ def opt_archive(ctx: AnalysisContext, toolchain: LlvmToolchainInfo, link: DistLi
 
     def optimize(ctx: AnalysisContext, artifacts, outputs) -> None:
         plan = artifacts[archive.plan].read_json()
+        member = _member_lookup(link, artifacts)
         optimised = {}
-        for member in plan["members"]:
-            if not member["opt"]:
+        for entry in plan["members"]:
+            if not entry["opt"]:
                 continue
             out = ctx.actions.declare_output(
-                "dist_lto/{}/archives/{}/opt_members/{}".format(link.name, index, member["opt_object"]),
+                "dist_lto/{}/archives/{}/opt_members/{}".format(link.name, index, entry["opt_object"]),
             )
             _run_opt(
                 ctx,
                 toolchain,
                 link,
-                _member(link, artifacts, index, member["position"]),
-                archive.index_dir.project(member["index_file"]),
+                member(index, entry["position"]),
+                archive.index_dir.project(entry["index_file"]),
                 out.as_output(),
-                _imports(link, artifacts, member),
-                "{}/archive {}:{}@{}".format(link.name, index, member["name"], member["position"]),
+                _imports(link, member, entry),
+                "{}/archive {}:{}@{}".format(link.name, index, entry["name"], entry["position"]),
             )
-            optimised[member["opt_object"]] = out
+            optimised[entry["opt_object"]] = out
         ctx.actions.symlinked_dir(outputs[archive.opt_dir], optimised)
 
     ctx.actions.dynamic_output(
