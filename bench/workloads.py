@@ -109,6 +109,18 @@ def _zstd_units(src: Path) -> tuple[list[Unit], list[Unit], list[str]]:
     return main, lib, ["-lpthread"]
 
 
+def units(name: str, src: Path) -> tuple[list[Unit], list[Unit], list[str]]:
+    """Workload `name`'s main units, library units and link flags, for its source tree
+    at `src` (the fetched one or a copy; a copy of Lua's gets the header that Debian's
+    build generates)."""
+    if name == "lua":
+        header = src / "src" / "lua5.4-deb-multiarch.h"
+        if not header.exists():
+            header.write_text('#define DEB_HOST_MULTIARCH "x86_64-linux-gnu"\n')
+        return _lua_units(src)
+    return _zstd_units(src)
+
+
 def _compile(unit: Unit, root: Path, opt: str) -> None:
     out = root / unit.obj
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -122,14 +134,7 @@ def _compile(unit: Unit, root: Path, opt: str) -> None:
 
 def build(name: str, dest: Path, *, opt: str = "-O2") -> Build:
     """Compile workload `name` into `dest/obj/`; cached, so repeated calls only copy."""
-    src = source_dir(name)
-    if name == "lua":
-        header = src / "src" / "lua5.4-deb-multiarch.h"
-        if not header.exists():
-            header.write_text('#define DEB_HOST_MULTIARCH "x86_64-linux-gnu"\n')
-        main, lib, libs = _lua_units(src)
-    else:
-        main, lib, libs = _zstd_units(src)
+    main, lib, libs = units(name, source_dir(name))
     key = hashlib.sha256(f"{name}{opt}{CLANG}".encode()).hexdigest()[:12]
     cached = CACHE / "objects" / f"{name}-{key}"
     with open(CACHE / f".{name}.lock", "w") as lock:
