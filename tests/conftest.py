@@ -33,6 +33,21 @@ import buildbarn  # noqa: E402
 import workloads  # noqa: E402
 from dist_lto.toolchain import tool  # noqa: E402
 
+SLOW_FIXTURES = {"lua_objects", "zstd_objects", "lua_thin_index", "engine"}
+"""Fixtures that compile a real program from Debian's sources or start the BuildBarn
+engine: a test using one (directly or through another fixture) is `slow`."""
+SLOW_MODULES = {"test_buck2_examples", "test_buck2_remote", "test_buck2_rules", "test_kill",
+                "test_determinism", "test_fuzz"}  # fmt: skip
+"""Modules whose every test drives real Buck2 or whole real pipelines."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`pytest -m "not slow"` is the inner loop; CI runs everything."""
+    for item in items:
+        module = item.module.__name__ if item.module else ""
+        if module in SLOW_MODULES or SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
 
 @dataclass(frozen=True)
 class Llvm:
