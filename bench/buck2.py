@@ -7,15 +7,18 @@ a `cxx_library` of the library units (each source with its own flags, the native
 units with `-fno-lto`) and two binaries of the main units linking it, `NAME`
 (`dist_lto = True`: prepare, plan, one opt action per module, final link, each a
 Buck2 action) and `NAME-inprocess` (`lto = True`: one link action, LLD running the
-backends on its threads). Every figure is the same Buck2 binary, local execution, a
-new daemon in a new isolation dir (so an empty buck-out), wall clock of the client:
+backends on its threads). Every figure is the same Buck2 binary, local execution, the
+client's wall clock; a new daemon in a new isolation dir (so an empty buck-out) for each
+full build, and one per round and workload for the link and incremental builds:
 
     full         `buck2 build //NAME:BIN` from nothing: every compile and the link
     link         `buck2 build //NAME:BIN` once the library is built: the main units'
-                 compiles and the link; `tail` is the part of it after the last compile
-                 ended (from the build's event log), which is what the link costs
+                 compiles and the link
     incremental  one library source changed (a new exported function), then the same
                  build again; the actions it ran, counted by category
+
+Each build's `tail` is the part of it after its last compile ended (from the event
+log): what the link costs beyond what overlapped the compiles.
 
 The two binaries alternate which goes first, round by round. Each built binary passes
 the workload's functional check. Last line: `buck2-dist/inprocess: <ratio>`, the
