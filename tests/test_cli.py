@@ -31,3 +31,15 @@ def test_console_script_runs(dist_lto_cmd: list[str]) -> None:
     result = subprocess.run([*dist_lto_cmd, "--help"], capture_output=True, text=True)
     assert result.returncode == 0
     assert "subcommands:" in result.stdout
+
+
+def test_version_is_the_packages_and_the_installed_distributions(dist_lto_cmd: list[str]) -> None:
+    from importlib.metadata import version
+
+    from dist_lto import __version__
+
+    for flag in ("--version", "-V"):
+        result = subprocess.run([*dist_lto_cmd, flag], capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == f"dist-lto {__version__}\n"
+    assert version("dist-lto") == __version__

@@ -3,3 +3,7 @@
 This file stays empty of imports on purpose: `dist-lto opt` runs once per
 module, often on a remote worker, and must load nothing it does not use.
 """
+
+__version__ = "0.2.0"
+"""`dist-lto --version`; also part of the keys of results whose bytes depend on our
+tools (the result cache, the remote result key)."""

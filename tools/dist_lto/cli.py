@@ -26,7 +26,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 """Subcommand name -> (module, one-line summary), in the order `--help` lists them."""
 
-_USAGE = "usage: dist-lto [-h] {%s} ..."
+_USAGE = "usage: dist-lto [-h] [-V] {%s} ..."
 
 
 def scan(
@@ -84,7 +84,8 @@ def _help() -> str:
         "subcommands:",
         *(f"  {name:<{width}}  {summary}" for name, (_, summary) in SUBCOMMANDS.items()),
         "",
-        "Run `dist-lto SUBCOMMAND --help` for a subcommand's options.",
+        "Run `dist-lto SUBCOMMAND --help` for a subcommand's options;"
+        " `dist-lto --version` prints the version.",
         "Exit status: 0 success, 1 internal failure, 2 bad input;"
         " a failing tool's status passes through.",
     ]
@@ -117,6 +118,11 @@ def run(name: str, argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if args and args[0] in ("-V", "--version"):
+        from dist_lto import __version__
+
+        print(f"dist-lto {__version__}")
+        return 0
     if not args or args[0] in ("-h", "--help"):
         print(_help())
         return 0 if args else 2

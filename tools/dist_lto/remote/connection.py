@@ -37,12 +37,9 @@ MAX_MESSAGE = 64 * 1024 * 1024
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    from dist_lto import __version__
 
-    try:
-        return version("dist-lto")
-    except PackageNotFoundError:
-        return "unknown"
+    return __version__
 
 
 class RemoteFailed(DistLtoError):
