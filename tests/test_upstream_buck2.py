@@ -9,7 +9,9 @@ in-process ThinLTO twin, both are run, and their output is compared and pinned.
 from __future__ import annotations
 
 import os
+import re
 import stat
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +22,8 @@ from real_buck2 import Buck2, Ran
 
 PROJECT = REPO / "examples" / "upstream"
 sys.path.insert(0, str(PROJECT))
+sys.path.insert(0, str(REPO / "bench" / "remote"))
+import buildbarn  # noqa: E402
 import vendor  # noqa: E402
 
 PROGRAMS = {
@@ -53,8 +57,6 @@ def built(buck2: Buck2) -> tuple[dict[str, Path], list[Ran]]:
 
 
 def run(path: Path, args: list[str]) -> str:
-    import subprocess
-
     proc = subprocess.run([str(path), *args], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
@@ -172,3 +174,63 @@ def test_failing_backends_fail_their_buck2_action_naming_the_module(
     assert "backend crashed" in err
     # The good modules still succeeded.
     assert "thin_lto_opt_archive_executable m/plugins.c.o" not in err
+
+
+# ---------------------------------------------------------------------------------
+# Remote execution: the same build with Buck2's RE client on the loopback BuildBarn.
+
+
+@pytest.fixture(scope="module")
+def remote_buck2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Buck2]:
+    """Buck2 pointed at a BuildBarn engine of its own. Buck2 reads the RE client's
+    settings when its daemon starts, from the project's configuration files (not from
+    `-c`), so they go to `.buckconfig.local` for the duration."""
+    try:
+        engine = buildbarn.start(tmp_path_factory.mktemp("buildbarn-upstream"), workers=2)
+    except buildbarn.EngineError as err:
+        pytest.fail(f"the BuildBarn engine did not start (run `bash .ci/setup`): {err}")
+    local = PROJECT / ".buckconfig.local"
+    settings = (PROJECT / "remote.buckconfig").read_text()
+    local.write_text(settings.replace("grpc://127.0.0.1:8980", engine.address))
+    vendor.vendor()
+    session = Buck2(project=PROJECT)
+    try:
+        yield session
+    finally:
+        session.kill()
+        local.unlink()
+        engine.stop()
+
+
+def test_opt_actions_run_on_the_remote_engine_and_the_program_is_unchanged(
+    remote_buck2: Buck2,
+) -> None:
+    outputs = remote_buck2.outputs("//c:wordstats", "//c:wordstats-inprocess")
+    args, expected = PROGRAMS["//c:wordstats"]
+    for path in outputs.values():
+        assert run(path, args) == expected
+    ran = [r for r in remote_buck2.what_ran() if r.target == "root//c:wordstats"]
+    where = {(r.category, r.identifier): r.executor for r in ran}
+    opt = {k: v for k, v in where.items() if k[0].startswith("thin_lto_opt_")}
+    assert set(opt) >= {
+        ("thin_lto_opt_archive_executable", "m/words.c.o"),
+        ("thin_lto_opt_object_executable", "unknown-2/main.c.o"),
+    }
+    assert set(opt.values()) == {"Re"}
+    assert where[("thin_lto_prepare_executable", "libtext.a/libtext.a")] == "Re"
+    # Upstream marks these two local_only.
+    assert where[("thin_lto_index_executable", "")] == "Local"
+    assert where[("thin_lto_link_executable", "")] == "Local"
+
+
+def test_remote_prepare_of_a_thin_archive_fails_naming_the_missing_member(
+    remote_buck2: Buck2,
+) -> None:
+    """Upstream gives the prepare action a thin archive without its members, so a
+    remote worker has none of them (docs/upstream-buck2.md): one line naming one."""
+    proc = remote_buck2.build("//cpp:shapes_report", check=False)
+    assert proc.returncode != 0
+    assert "thin_lto_prepare_executable libshapes.a" in proc.stderr
+    assert re.search(
+        r"dist-lto upstream: error: \S*libshapes\.a: member '\S+\.cpp\.o'", proc.stderr
+    )

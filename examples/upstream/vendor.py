@@ -20,6 +20,8 @@ def vendor(cell: Path = CELL) -> Path:
     staging.mkdir(parents=True)
     shutil.copy2(REPO / ".buckconfig", staging / ".buckconfig")
     shutil.copytree(REPO / "upstream", staging / "upstream", symlinks=True)
+    (staging / "platforms").mkdir()
+    shutil.copy2(REPO / "platforms" / "defs.bzl", staging / "platforms" / "defs.bzl")
     shutil.copytree(
         REPO / "tools" / "dist_lto",
         staging / "tools" / "dist_lto",
