@@ -158,6 +158,11 @@ class Project:
         base = self.root / self.package_path(cell, package)
         cell_root = self.root / self.package_path(cell, "")
         other_cells = {self.root / p for n, p in self.cells.items() if n != cell and p}
+        ignored = {  # `[project] ignore`, as Buck2 reads it: comma-separated paths
+            self.root / p.strip()
+            for p in self.config.get("project", {}).get("ignore", "").split(",")
+            if p.strip()
+        }
         found = []
         for dirpath, dirnames, filenames in os.walk(base):
             here = Path(dirpath)
@@ -165,6 +170,7 @@ class Project:
                 d
                 for d in dirnames
                 if here / d not in other_cells
+                and here / d not in ignored
                 and d not in ("buck-out", ".git")
                 and not d.startswith(".")
             )
