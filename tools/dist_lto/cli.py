@@ -23,6 +23,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "inspect": ("dist_lto.inspect", "summarise a planned link; draw its import graph"),
     "opt": ("dist_lto.opt", "run one ThinLTO backend strictly (a failure never exits 0)"),
     "distribute": ("dist_lto.distribute", "parallel, strict, caching distributor for LLD's DTLTO"),
+    "upstream": ("dist_lto.upstream", "the tools Buck2's upstream prelude runs, by role"),
 }
 """Subcommand name -> (module, one-line summary), in the order `--help` lists them."""
 

@@ -1,0 +1,236 @@
+"""Buck2's upstream (bundled) prelude running distributed ThinLTO with our tools.
+
+`examples/upstream` is a Buck2 project on the bundled prelude whose toolchain names our
+tools in upstream's `DistLtoToolsInfo` (docs/upstream-buck2.md). Real Buck2, real
+clang/LLD 22: every program is built with `enable_distributed_thinlto = True` and as an
+in-process ThinLTO twin, both are run, and their output is compared and pinned.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+from real_buck2 import Buck2, Ran
+
+PROJECT = REPO / "examples" / "upstream"
+sys.path.insert(0, str(PROJECT))
+sys.path.insert(0, str(REPO / "bench" / "remote"))
+import buildbarn  # noqa: E402
+import vendor  # noqa: E402
+
+PROGRAMS = {
+    "//c:wordstats": (["one two  three"], "words 3\nchecksum 14823564760136413964\nplugin zip\n"),
+    "//cpp:shapes_report": (
+        ["2", "x", "-1"],
+        "shapes 2 2\ncircle 2 12.566\nsquare 2 4.000\nerror: stod\n"
+        "error: not a size: -1\nwords 3\n",
+    ),
+}
+"""Program -> (arguments, expected output): the distributed build and its in-process
+twin (`NAME-inprocess`) must both print exactly this."""
+
+
+@pytest.fixture(scope="module")
+def buck2() -> Iterator[Buck2]:
+    vendor.vendor()
+    session = Buck2(project=PROJECT)
+    try:
+        yield session
+    finally:
+        session.kill()
+
+
+@pytest.fixture(scope="module")
+def built(buck2: Buck2) -> tuple[dict[str, Path], list[Ran]]:
+    """Every program and twin, built once; what that build ran."""
+    targets = [t for p in PROGRAMS for t in (p, p + "-inprocess")]
+    outputs = buck2.outputs(*targets)
+    return {label.removeprefix("root"): path for label, path in outputs.items()}, buck2.what_ran()
+
+
+def run(path: Path, args: list[str]) -> str:
+    proc = subprocess.run([str(path), *args], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
+def test_distributed_program_prints_what_its_in_process_twin_prints(
+    built: tuple[dict[str, Path], list[Ran]], program: str
+) -> None:
+    outputs, _ = built
+    args, expected = PROGRAMS[program]
+    assert run(outputs[program], args) == expected
+    assert run(outputs[program + "-inprocess"], args) == expected
+
+
+def _ran(ran: list[Ran], target: str, category: str) -> set[str]:
+    return {
+        r.identifier for r in ran if r.target.startswith("root" + target) and r.category == category
+    }
+
+
+def test_loaded_modules_get_opt_actions_and_never_loaded_members_do_not(
+    built: tuple[dict[str, Path], list[Ran]],
+) -> None:
+    _, ran = built
+    archive_opt = "thin_lto_opt_archive_executable"
+    assert _ran(ran, "//c:wordstats", archive_opt) == {
+        "m/checksum.c.o", "m/plugins.c.o", "m/words.c.o"
+    }  # fmt: skip
+    assert _ran(ran, "//c:wordstats", "thin_lto_opt_object_executable") == {"unknown-2/main.c.o"}
+    # unused.c is never loaded and mix.c is native: copied, not optimised.
+    assert _ran(ran, "//c:wordstats", "thin_lto_opt_copy_executable") == {
+        "m/mix.c.o", "m/unused.c.o"
+    }  # fmt: skip
+    # The C++ program loads only words.c from the C library; its thin archive's members
+    # are all optimised.
+    assert _ran(ran, "//cpp:shapes_report", archive_opt) == {
+        "m/circle.cpp.o", "m/registry.cpp.o", "m/square.cpp.o", "m/words.c.o"
+    }  # fmt: skip
+    for program in PROGRAMS:
+        assert _ran(ran, program, "thin_lto_index_executable") == {""}
+        assert _ran(ran, program, "thin_lto_link_executable") == {""}
+
+
+def _target_dir(built: tuple[dict[str, Path], list[Ran]], program: str) -> Path:
+    outputs, _ = built
+    return outputs[program].parent
+
+
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
+def test_index_directory_holds_only_its_declared_output(
+    built: tuple[dict[str, Path], list[Ran]], program: str
+) -> None:
+    index_dirs = list(_target_dir(built, program).parent.glob("*/thin_lto_index_executable"))
+    index_dirs += list(_target_dir(built, program).glob("**/thin_lto_index_executable"))
+    assert index_dirs
+    for directory in index_dirs:
+        assert sorted(p.name for p in directory.rglob("*")) == ["index"]
+
+
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
+def test_final_link_lists_optimised_objects_and_no_crt_objects(
+    built: tuple[dict[str, Path], list[Ran]], program: str
+) -> None:
+    directory = _target_dir(built, program)
+    name = program.rsplit(":", 1)[1]
+    lines = (directory / f"{name}.final_link_index").read_text().splitlines()
+    assert not [line for line in lines if os.path.basename(line).startswith(("crt", "Scrt"))]
+    assert not [line for line in lines if "unused.c.o" in line]
+    assert [line for line in lines if line.endswith("main.c.o.opt.o") or
+            line.endswith("main.cpp.o.opt.o")]  # fmt: skip
+    assert all("/objects/" not in line for line in lines)  # members come from opt_objects
+
+
+FAKE_CLANG = """#!/bin/sh
+# A clang++ whose ThinLTO backend misbehaves for one module; everything else is clang.
+case "$*" in
+  *-fthinlto-index=*words.c.o.thinlto.bc*)
+    while [ $# -gt 0 ]; do
+      if [ "$1" = "-o" ]; then : > "$2"; fi
+      shift
+    done
+    exit 0 ;;
+  *-fthinlto-index=*checksum.c.o.thinlto.bc*)
+    echo "fatal error: backend crashed" >&2
+    exit 3 ;;
+esac
+exec {real} "$@"
+"""
+
+
+def test_failing_backends_fail_their_buck2_action_naming_the_module(
+    buck2: Buck2, tmp_path: Path
+) -> None:
+    llvm = "/usr/lib/llvm-22/bin"
+    bin_dir = tmp_path / "llvm-bin"
+    bin_dir.mkdir()
+    for tool in ("clang", "llvm-ar", "llvm-nm", "llvm-objcopy", "llvm-strip"):
+        (bin_dir / tool).symlink_to(f"{llvm}/{tool}")
+    fake = bin_dir / "clang++"
+    fake.write_text(FAKE_CLANG.format(real=f"{llvm}/clang++"))
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    failing = Buck2(
+        project=PROJECT,
+        config={**buck2.config, "llvm.bin": str(bin_dir)},
+        isolation_dir=buck2.isolation_dir,
+        binary=buck2.binary,
+    )
+    proc = failing("build", "--console=simple", "--keep-going", "//c:wordstats", check=False)
+    assert proc.returncode != 0
+    err = proc.stderr
+    assert "thin_lto_opt_archive_executable m/words.c.o" in err
+    assert "thin_lto_opt_archive_executable m/checksum.c.o" in err
+    assert "words.c.o" in err and "empty" in err
+    assert "backend crashed" in err
+    # The good modules still succeeded.
+    assert "thin_lto_opt_archive_executable m/plugins.c.o" not in err
+
+
+# ---------------------------------------------------------------------------------
+# Remote execution: the same build with Buck2's RE client on the loopback BuildBarn.
+
+
+@pytest.fixture(scope="module")
+def remote_buck2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Buck2]:
+    """Buck2 pointed at a BuildBarn engine of its own. Buck2 reads the RE client's
+    settings when its daemon starts, from the project's configuration files (not from
+    `-c`), so they go to `.buckconfig.local` for the duration."""
+    try:
+        engine = buildbarn.start(tmp_path_factory.mktemp("buildbarn-upstream"), workers=2)
+    except buildbarn.EngineError as err:
+        pytest.fail(f"the BuildBarn engine did not start (run `bash .ci/setup`): {err}")
+    local = PROJECT / ".buckconfig.local"
+    settings = (PROJECT / "remote.buckconfig").read_text()
+    local.write_text(settings.replace("grpc://127.0.0.1:8980", engine.address))
+    vendor.vendor()
+    session = Buck2(project=PROJECT)
+    try:
+        yield session
+    finally:
+        session.kill()
+        local.unlink()
+        engine.stop()
+
+
+def test_opt_actions_run_on_the_remote_engine_and_the_program_is_unchanged(
+    remote_buck2: Buck2,
+) -> None:
+    outputs = remote_buck2.outputs("//c:wordstats", "//c:wordstats-inprocess")
+    args, expected = PROGRAMS["//c:wordstats"]
+    for path in outputs.values():
+        assert run(path, args) == expected
+    ran = [r for r in remote_buck2.what_ran() if r.target == "root//c:wordstats"]
+    where = {(r.category, r.identifier): r.executor for r in ran}
+    opt = {k: v for k, v in where.items() if k[0].startswith("thin_lto_opt_")}
+    assert set(opt) >= {
+        ("thin_lto_opt_archive_executable", "m/words.c.o"),
+        ("thin_lto_opt_object_executable", "unknown-2/main.c.o"),
+    }
+    assert set(opt.values()) == {"Re"}
+    assert where[("thin_lto_prepare_executable", "libtext.a/libtext.a")] == "Re"
+    # Upstream marks these two local_only.
+    assert where[("thin_lto_index_executable", "")] == "Local"
+    assert where[("thin_lto_link_executable", "")] == "Local"
+
+
+def test_remote_prepare_of_a_thin_archive_fails_naming_the_missing_member(
+    remote_buck2: Buck2,
+) -> None:
+    """Upstream gives the prepare action a thin archive without its members, so a
+    remote worker has none of them (docs/upstream-buck2.md): one line naming one."""
+    proc = remote_buck2.build("//cpp:shapes_report", check=False)
+    assert proc.returncode != 0
+    assert "thin_lto_prepare_executable libshapes.a" in proc.stderr
+    assert re.search(
+        r"dist-lto upstream: error: \S*libshapes\.a: member '\S+\.cpp\.o'", proc.stderr
+    )

@@ -1,0 +1,169 @@
+"""`dist-lto upstream ...`: upstream's command lines and formats on our tools.
+
+The whole route runs with real Buck2 in tests/test_upstream_buck2.py; these pin the
+translations one by one, with real clang/llvm-ar where files are involved.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import REPO, Llvm, ThinIndex, run_cli
+from dist_lto.errors import BadInput
+from dist_lto.toolchain import tool
+from dist_lto.upstream import opt as upstream_opt
+from dist_lto.upstream import plan as upstream_plan
+from test_opt_cli import MAIN, OPT_PATH_MODULES, imported_modules
+
+
+def test_buck2_source_list_is_the_whole_package() -> None:
+    text = (REPO / "upstream" / "sources.bzl").read_text()
+    listed = re.findall(r'^\s+"(dist_lto/[^"]+\.py)",$', text, re.M)
+    package = sorted(
+        str(p.relative_to(REPO / "tools")) for p in (REPO / "tools" / "dist_lto").rglob("*.py")
+    )
+    assert listed == package, "update upstream/sources.bzl"
+    assert (REPO / "upstream" / "dist_lto").resolve() == REPO / "tools" / "dist_lto"
+
+
+def test_opt_command_line_becomes_ours() -> None:
+    argv = ["--out", "o/m.opt.o", "--input", "o/m.o", "--index", "i/m.o.thinlto.bc",
+            "--split-dwarf=none", "--args", "link.args", "--", "/usr/bin/clang++"]  # fmt: skip
+    assert upstream_opt.translate_argv(argv) == [
+        "--input", "o/m.o", "--index", "i/m.o.thinlto.bc", "--out", "o/m.opt.o",
+        "--args", "link.args", "--", "/usr/bin/clang++",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [["--split-dwarf=split", "--dwo", "m.dwo"], ["--split-dwarf=single"], ["--bogus", "x"]],
+)
+def test_opt_refuses_what_it_cannot_run(extra: list[str]) -> None:
+    argv = ["--out", "m.opt.o", "--input", "m.o", "--index", "m.bc", *extra, "--", "clang"]
+    with pytest.raises(BadInput):
+        upstream_opt.translate_argv(argv)
+
+
+def test_upstream_opt_imports_only_the_opt_path(lua_thin_index: ThinIndex, tmp_path: Path) -> None:
+    """`dist-lto upstream opt` runs once per module: it loads what `dist-lto opt` loads
+    plus the dispatcher and the adapter."""
+    baseline = imported_modules(["-c", "import os, _signal"], tmp_path)
+    args = tmp_path / "link.args"
+    args.write_text("/usr/lib/llvm-22/bin/clang++\n-fuse-ld=lld\n-O2\n-lm\n")
+    out = tmp_path / "lzio.opt.o"
+    run = imported_modules(
+        [MAIN, "upstream", "opt", "--out", str(out), "--input", "obj/lzio.o", "--index",
+         "obj/lzio.o.thinlto.bc", "--split-dwarf=none", "--args", str(args), "--",
+         tool("clang")],
+        lua_thin_index.root,
+    )  # fmt: skip
+    assert out.stat().st_size > 0
+    assert run - baseline == OPT_PATH_MODULES | {"dist_lto.upstream", "dist_lto.upstream.opt"}
+
+
+def test_index_command_loses_the_real_output_and_patched_lld_flags() -> None:
+    command = ["clang++", "-fuse-ld=lld", "@out/app.thinlto_index_argsfile", "-o", "out/app",
+               "-Wl,--thinlto-index-only=out/idx/index", "-Wl,--thinlto-emit-imports-files",
+               "-Wl,--thinlto-full-index", "-Wl,--thinlto-prefix-replace=;out/idx/",
+               "-lm"]  # fmt: skip
+    split = upstream_plan.split_index_command(command)
+    assert split.head == ["clang++", "-fuse-ld=lld"]
+    assert split.argsfile == "out/app.thinlto_index_argsfile"
+    assert split.tail == ["-lm"]
+
+
+def test_upstream_meta_with_a_torn_entry_is_bad_input(tmp_path: Path) -> None:
+    meta = tmp_path / "app.thinlto.meta"
+    meta.write_text("a.o\na.o.thinlto.bc\na.o.opt.plan\n0\n\n\n")
+    with pytest.raises(BadInput, match="not a multiple of 7"):
+        upstream_plan.read_upstream_meta(str(meta))
+
+
+def test_archive_members_become_one_archive_of_our_meta() -> None:
+    up = upstream_plan.UpstreamMeta({}, {}, {})
+    up.objects["main.o"] = upstream_plan.UpstreamObject("main.o", 0, "x/main.o.thinlto.bc", "p")
+    archive = upstream_plan.UpstreamArchive(1, "prep/lib/plan.json", "prep/lib/indexes")
+    archive.members = ["prep/lib/objects/m/a.o", "prep/lib/objects/m/b.o"]
+    up.archives[1] = archive
+    up.member_archive = {m: 1 for m in archive.members}
+    line = ["-pie", "main.o", "-Wl,--start-lib", *archive.members, "-Wl,--end-lib", "-lm"]
+    meta = upstream_plan.our_meta(up, line, ["-lstdc++"], "scratch")
+    (group, tail) = meta["groups"]
+    kinds = [(item["kind"], item.get("args")) for item in group["linkables"]]
+    assert kinds == [("args", ["-pie"]), ("object", None), ("archive", None), ("args", ["-lm"])]
+    lib = group["linkables"][2]
+    assert lib["manifest"] == "prep/lib/objects/manifest.json"
+    assert lib["opt_objects_dir"] == "prep/lib/opt_objects"
+    assert lib["whole"] is False
+    assert group["linkables"][1]["opt_output"] == "x/main.o.opt.o"
+    assert tail == {"linkables": [{"kind": "args", "args": ["-lstdc++"]}]}
+
+
+def test_duplicate_member_names_never_overwrite_a_real_member(llvm: Llvm, tmp_path: Path) -> None:
+    """Upstream renames a second `util.o` to `util_1.o`, over a real `util_1.o`."""
+    sources = {"a/util.c": "int a(void){return 1;}", "b/util.c": "int b(void){return 2;}",
+               "util_1.c": "int c(void){return 3;}"}  # fmt: skip
+    objects = []
+    for name, text in sources.items():
+        src = tmp_path / name
+        src.parent.mkdir(parents=True, exist_ok=True)
+        src.write_text(text)
+        obj = src.with_suffix(".o")
+        subprocess.run([llvm.clang, "-flto=thin", "-O2", "-c", src, "-o", obj], check=True)
+        objects.append(obj)
+    archive = tmp_path / "libutil.a"
+    subprocess.run([llvm.ar, "rc", archive, *objects], check=True)
+    result = run_cli(["upstream", "prepare", "--manifest-out", "prep/manifest.json",
+                      "--objects-out", "prep/objects", "--ar", llvm.ar, "--archive",
+                      str(archive), "--name", "libutil.a"], cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    listed = json.loads((tmp_path / "prep" / "manifest.json").read_text())["objects"]
+    assert len(set(listed)) == 3
+    assert sorted((tmp_path / p).read_bytes() for p in listed) == sorted(
+        o.read_bytes() for o in objects
+    )
+    assert all(p.startswith("prep/objects/m/") for p in listed)
+
+
+def test_thin_archive_members_are_copied_into_the_objects_directory(
+    llvm: Llvm, tmp_path: Path
+) -> None:
+    src = tmp_path / "src" / "x.c"
+    src.parent.mkdir()
+    src.write_text("int x(void){return 4;}")
+    obj = src.with_suffix(".o")
+    subprocess.run([llvm.clang, "-flto=thin", "-O2", "-c", src, "-o", obj], check=True)
+    subprocess.run([llvm.ar, "rcT", tmp_path / "lib" / "libx.a", obj], check=False)
+    (tmp_path / "lib").mkdir(exist_ok=True)
+    subprocess.run([llvm.ar, "rcT", tmp_path / "lib" / "libx.a", obj], check=True)
+    result = run_cli(["upstream", "prepare", "--manifest-out", "prep/manifest.json",
+                      "--objects-out", "prep/objects", "--archive", "lib/libx.a"],
+                     cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    listed = json.loads((tmp_path / "prep" / "manifest.json").read_text())["objects"]
+    assert listed == ["prep/objects/m/x.o"]
+    assert (tmp_path / listed[0]).read_bytes() == obj.read_bytes()
+    assert not (tmp_path / listed[0]).is_symlink()
+
+
+def test_thin_archive_with_a_missing_member_is_one_line_of_bad_input(
+    llvm: Llvm, tmp_path: Path
+) -> None:
+    src = tmp_path / "x.c"
+    src.write_text("int x(void){return 4;}")
+    obj = tmp_path / "x.o"
+    subprocess.run([llvm.clang, "-flto=thin", "-c", src, "-o", obj], check=True)
+    subprocess.run([llvm.ar, "rcT", tmp_path / "libx.a", obj], check=True)
+    obj.unlink()
+    result = run_cli(["upstream", "prepare", "--manifest-out", "p/manifest.json",
+                      "--objects-out", "p/objects", "--archive", "libx.a"],
+                     cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "x.o" in result.stderr
+    assert not (tmp_path / "p" / "manifest.json").exists()

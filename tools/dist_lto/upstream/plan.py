@@ -1,0 +1,373 @@
+"""`dist-lto upstream plan`: upstream's planner command line on `dist-lto plan`.
+
+Upstream's Starlark runs, once per link,
+
+    PLANNER --meta META --index DIR --link-plan LP --final-link-index FLI
+            --pre-flags F --linkables F --post-flags F -- LINKER FLAGS... @ARGSFILE
+            -o OUTPUT -Wl,--thinlto-index-only=DIR/index -Wl,--thinlto-emit-imports-files
+            -Wl,--thinlto-full-index -Wl,--thinlto-prefix-replace=;DIR/ POST_FLAGS...
+
+and expects: each bitcode object's index and plan, each archive's plan and index
+directory, a link plan, the final link's argument file and `DIR/index`. Its own planner
+needs Meta's patched LLD (`--thinlto-full-index`, `index.full`). We translate instead:
+upstream's meta (7 lines per input) and ARGSFILE become our meta (docs/plan.md), and
+`dist-lto plan` runs the index step with stock LLD in a scratch directory and derives
+the final link line from the original line and the plans (so the driver's crt objects
+are never listed twice). Our plans are then written in upstream's formats.
+
+Fixed on the way: the index step never names the real output (`-o OUTPUT` becomes a
+scratch path, so a failing index step cannot remove a binary built earlier); nothing
+undeclared is left in DIR (LLD's `.imports` files stay in the scratch directory,
+removed afterwards); archive members the link never loads get no opt action (their
+plan says `is_bc: false`, upstream then copies them into the optimised objects, and the
+final link leaves them out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import posixpath
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+
+from dist_lto import jsonio
+from dist_lto import plan as ours
+from dist_lto.errors import BadInput, DistLtoError
+from dist_lto.fsutil import write_atomic
+from dist_lto.plans import parse_response_file, response_file
+from dist_lto.upstream.layout import manifest_for, objects_dir_for, opt_objects_dir_for
+
+_META_LINES = 7
+_INDEX_SUFFIX = ".thinlto.bc"
+_OPT_SUFFIX = ".opt.o"
+_ARGSFILE_SUFFIX = "thinlto_index_argsfile"
+_START_LIB = ("-Wl,--start-lib", "--start-lib")
+_END_LIB = ("-Wl,--end-lib", "--end-lib")
+_INDEX_FLAGS = ("--thinlto-index-only", "--thinlto-emit-imports-files", "--thinlto-full-index",
+                "--thinlto-prefix-replace")  # fmt: skip
+"""Upstream's index-step flags; `dist-lto plan` adds its own."""
+
+
+@dataclass
+class UpstreamObject:
+    """A bitcode-object entry of upstream's meta."""
+
+    path: str
+    index: int
+    index_output: str
+    plan_output: str
+
+    @property
+    def opt_output(self) -> str:
+        """Where upstream's Starlark binds this object's optimised object."""
+        return self.index_output.removesuffix(_INDEX_SUFFIX) + _OPT_SUFFIX
+
+
+@dataclass
+class UpstreamArchive:
+    """An archive of upstream's meta, with its members in manifest order."""
+
+    index: int
+    plan_output: str
+    index_dir: str
+    members: list[str] = field(default_factory=list)
+
+
+@dataclass
+class UpstreamMeta:
+    objects: dict[str, UpstreamObject]
+    archives: dict[int, UpstreamArchive]
+    member_archive: dict[str, int]
+    """Member path -> archive index."""
+
+
+def read_upstream_meta(path: str) -> UpstreamMeta:
+    """Upstream's meta file: 7 lines per input (path, index output, plan output, index,
+    archive name, archive plan, archive index directory), then an empty line."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().split("\n")
+    except (OSError, UnicodeDecodeError) as err:
+        raise BadInput(f"{path}: cannot read upstream meta file: {err}") from None
+    while lines and lines[-1] == "":
+        lines.pop()
+    if len(lines) % _META_LINES:
+        raise BadInput(f"{path}: {len(lines)} lines, not a multiple of {_META_LINES}")
+    meta = UpstreamMeta({}, {}, {})
+    for at in range(0, len(lines), _META_LINES):
+        obj, index_out, plan_out, idx, _name, archive_plan, archive_dir = lines[at : at + 7]
+        try:
+            index = int(idx)
+        except ValueError:
+            raise BadInput(f"{path}: line {at + 4}: index {idx!r} is not a number") from None
+        if not obj:
+            raise BadInput(f"{path}: line {at + 1}: empty object path")
+        if index_out:
+            meta.objects[obj] = UpstreamObject(obj, index, index_out, plan_out)
+        else:
+            archive = meta.archives.setdefault(
+                index, UpstreamArchive(index, archive_plan, archive_dir)
+            )
+            archive.members.append(obj)
+            meta.member_archive[obj] = index
+    return meta
+
+
+@dataclass
+class IndexCommand:
+    """Upstream's index command, taken apart."""
+
+    head: list[str]
+    """The linker driver and the toolchain's flags (before ARGSFILE)."""
+    argsfile: str
+    tail: list[str]
+    """The toolchain's post-linker flags (after upstream's own index flags)."""
+
+
+def split_index_command(command: list[str]) -> IndexCommand:
+    at = [i for i, a in enumerate(command) if a.startswith("@") and a.endswith(_ARGSFILE_SUFFIX)]
+    if len(at) != 1:
+        raise BadInput(
+            f"the index command has {len(at)} @...{_ARGSFILE_SUFFIX} arguments, expected one"
+        )
+    head, rest = command[: at[0]], command[at[0] + 1 :]
+    tail: list[str] = []
+    i = 0
+    while i < len(rest):
+        arg = rest[i]
+        i += 1
+        if arg == "-o":
+            i += 1  # the real output: never given to the index step
+        elif arg.removeprefix("-Wl,").startswith(_INDEX_FLAGS):
+            continue
+        else:
+            tail.append(arg)
+    if not head:
+        raise BadInput("the index command has no linker before its argument file")
+    return IndexCommand(head, command[at[0]][1:], tail)
+
+
+def read_argsfile(path: str) -> list[str]:
+    """Buck2's argument file: one argument per line, as written."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as err:
+        raise BadInput(f"{path}: cannot read the index argument file: {err}") from None
+    return [line for line in text.split("\n") if line]
+
+
+def our_meta(up: UpstreamMeta, line: list[str], tail: list[str], scratch: str) -> dict:
+    """Our meta (docs/plan.md) for upstream's inputs, in the order of `line`.
+
+    Archive members appear on `line` as upstream wrote them: between `--start-lib` and
+    `--end-lib`, or plainly when the archive is linked whole. Everything else is an
+    object of the meta or passes through as args.
+    """
+    linkables: list[dict] = []
+    args: list[str] = []
+
+    def flush() -> None:
+        if args:
+            linkables.append({"kind": "args", "args": list(args)})
+            args.clear()
+
+    seen_archives: set[int] = set()
+    i = 0
+    while i < len(line):
+        arg = line[i]
+        lazy = arg in _START_LIB and i + 1 < len(line) and line[i + 1] in up.member_archive
+        first = line[i + 1] if lazy else arg
+        if first in up.member_archive:
+            archive = up.archives[up.member_archive[first]]
+            if archive.index in seen_archives:
+                raise BadInput(f"archive member {first!r} appears twice on the index line")
+            seen_archives.add(archive.index)
+            start = i + 1 if lazy else i
+            count = len(archive.members)
+            if line[start : start + count] != archive.members:
+                raise BadInput(
+                    f"the members of archive {archive.index} are not together on the index line"
+                )
+            i = start + count
+            if lazy:
+                if i >= len(line) or line[i] not in _END_LIB:
+                    raise BadInput(f"archive {archive.index}: --start-lib without --end-lib")
+                i += 1
+            flush()
+            linkables.append(
+                {
+                    "kind": "archive",
+                    "index": archive.index,
+                    "manifest": manifest_for(objects_dir_for(archive.plan_output)),
+                    "plan_output": posixpath.join(
+                        scratch, "archive-plans", f"{archive.index}.json"
+                    ),
+                    "index_dir": archive.index_dir,
+                    "opt_objects_dir": opt_objects_dir_for(archive.plan_output),
+                    "whole": not lazy,
+                }
+            )
+            continue
+        i += 1
+        obj = up.objects.get(arg)
+        if obj is None:
+            args.append(arg)
+            continue
+        flush()
+        linkables.append(
+            {
+                "kind": "object",
+                "index": obj.index,
+                "path": obj.path,
+                "index_output": obj.index_output,
+                "plan_output": posixpath.join(scratch, "object-plans", f"{obj.index}.json"),
+                "opt_output": obj.opt_output,
+            }
+        )
+    flush()
+    missing = sorted(set(up.archives) - seen_archives)
+    if missing:
+        raise BadInput(f"archives {missing} of the meta are not on the index line")
+    groups = [{"linkables": linkables}]
+    if tail:
+        groups.append({"linkables": [{"kind": "args", "args": tail}]})
+    return {
+        "version": 1,
+        "index_dir": posixpath.join(scratch, "index"),
+        "link_plan_output": posixpath.join(scratch, "link-plan.json"),
+        "final_link_args_output": posixpath.join(scratch, "final-link.args"),
+        "groups": groups,
+    }
+
+
+def upstream_object_plan(plan: dict) -> dict:
+    if not plan["is_bitcode"]:
+        return {"is_bc": False}
+    return {
+        "archive_imports": plan["archive_imports"],
+        "bitcode_file": plan["index_file"],
+        "imports": plan["imports"],
+        "index": plan["index"],
+        "is_bc": True,
+        "path": plan["path"],
+    }
+
+
+def upstream_archive_plan(plan: dict, objects_dir: str) -> dict:
+    """Upstream's archive plan: members it must optimise (`is_bc`) and the rest, which it
+    copies. `base_dir` is the objects directory, so each member's name below it is its
+    name below the optimised-objects directory too (whether upstream copies that whole
+    directory or binds members one by one)."""
+    entries = []
+    for member in plan["members"]:
+        if member["opt"]:
+            entries.append(
+                {
+                    "archive_imports": member["archive_imports"],
+                    "bitcode_file": posixpath.join(plan["index_dir"], member["index_file"]),
+                    "imports": member["imports"],
+                    "is_bc": True,
+                    "path": member["input"],
+                }
+            )
+        else:
+            entries.append({"is_bc": False, "path": member["input"]})
+    return {"base_dir": objects_dir, "objects": entries}
+
+
+def final_link_args(final: list[str], tail: list[str], natives: dict[str, str]) -> list[str]:
+    """Our final line without the post-linker flags (upstream's final link command adds
+    them again), native archive members taken from the optimised-objects directory."""
+    if tail:
+        if final[-len(tail) :] != tail:
+            raise DistLtoError("the final link line does not end with the post-linker flags")
+        final = final[: -len(tail)]
+    return [natives.get(arg, arg) for arg in final]
+
+
+@dataclass
+class Options:
+    meta: str
+    index: str
+    link_plan: str
+    final_link_index: str
+    command: list[str]
+
+
+def parse_args(argv: list[str]) -> Options:
+    parser = argparse.ArgumentParser(prog="dist-lto upstream plan")
+    for name in ("--meta", "--index", "--link-plan", "--final-link-index"):
+        parser.add_argument(name, required=True)
+    for name in ("--pre-flags", "--linkables", "--post-flags"):
+        parser.add_argument(name, help="ignored: the index argument file has it all")
+    own, command = (argv, []) if "--" not in argv else (
+        argv[: argv.index("--")], argv[argv.index("--") + 1 :]
+    )  # fmt: skip
+    args = parser.parse_args(own)
+    if not command:
+        parser.error("the index command is required after `--`")
+    return Options(args.meta, args.index, args.link_plan, args.final_link_index, command)
+
+
+def _scratch_dir() -> str:
+    """A private directory for the index step, removed afterwards (Buck2 gives each action
+    one in BUCK_SCRATCH_PATH)."""
+    base = os.environ.get("BUCK_SCRATCH_PATH")
+    if base:
+        os.makedirs(base, exist_ok=True)
+    return tempfile.mkdtemp(prefix="dist-lto-plan-", dir=base or None)
+
+
+def main(argv: list[str]) -> int:
+    opts = parse_args(argv)
+    up = read_upstream_meta(opts.meta)
+    cmd = split_index_command(opts.command)
+    line = read_argsfile(cmd.argsfile)
+    scratch = _scratch_dir()
+    try:
+        run(opts, up, cmd, line, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return 0
+
+
+def run(opts: Options, up: UpstreamMeta, cmd: IndexCommand, line: list[str], scratch: str) -> None:
+    meta = our_meta(up, line, cmd.tail, scratch)
+    meta_path = posixpath.join(scratch, "meta.json")
+    write_atomic(meta_path, jsonio.dumps(meta))
+    command = [*cmd.head, "-o", posixpath.join(scratch, "index-step.out")]
+    ours.plan(meta_path, command, replay=False, jobs=1)
+
+    objects = {o.index: o for o in up.objects.values()}
+    link_plan = jsonio.read_json(meta["link_plan_output"], "link plan")
+    for index, obj in objects.items():
+        plan = jsonio.read_json(posixpath.join(scratch, "object-plans", f"{index}.json"))
+        write_atomic(obj.plan_output, jsonio.dumps(upstream_object_plan(plan)))
+    natives: dict[str, str] = {}
+    for archive in up.archives.values():
+        plan = jsonio.read_json(posixpath.join(scratch, "archive-plans", f"{archive.index}.json"))
+        objects_dir = objects_dir_for(archive.plan_output)
+        opt_dir = opt_objects_dir_for(archive.plan_output)
+        for member in plan["members"]:
+            if not member["is_bitcode"]:
+                rel = posixpath.relpath(member["input"], objects_dir)
+                natives[member["input"]] = posixpath.join(opt_dir, rel)
+        write_atomic(archive.plan_output, jsonio.dumps(upstream_archive_plan(plan, objects_dir)))
+    with open(meta["final_link_args_output"], encoding="utf-8") as f:
+        final = parse_response_file(f.read(), meta["final_link_args_output"])
+    write_atomic(opts.final_link_index, response_file(final_link_args(final, cmd.tail, natives)))
+    loaded = [objects[i].path for i in link_plan["bitcode_objects"]]
+    os.makedirs(opts.index, exist_ok=True)
+    write_atomic(posixpath.join(opts.index, "index"), "".join(p + "\n" for p in loaded).encode())
+    write_atomic(
+        opts.link_plan,
+        jsonio.dumps(
+            {
+                "index": {str(i): 1 for i in link_plan["bitcode_objects"]},
+                "non_lto_objects": {str(i): 1 for i in link_plan["native_objects"]},
+            }
+        ),
+    )

@@ -1,0 +1,69 @@
+"""`dist-lto upstream prepare`: upstream's prepare command line on `dist-lto prepare`.
+
+Upstream runs `PREPARE --manifest-out M --objects-out DIR --ar AR --archive A --name N`
+and reads `{"objects": [...]}` from M: the members, spelled as the index step and the
+backends will spell them. We extract with `dist-lto prepare` (duplicate names never
+overwrite a real member, bitcode told by its magic, no `ar` or `file(1)`), keep our
+manifest beside the members (`layout.py`), and list every member in M.
+
+A thin archive's members are copied into DIR: upstream gives the index step and the
+opt actions the objects directory, never the thin archive's members, so only copies
+inside DIR reach them (and a remote worker).
+"""
+
+import argparse
+import os
+import posixpath
+import shutil
+
+from dist_lto import jsonio
+from dist_lto import prepare as ours
+from dist_lto.errors import BadInput, DistLtoError
+from dist_lto.fsutil import write_atomic
+from dist_lto.upstream.layout import MEMBERS, manifest_for
+
+
+def _copy_thin_members(document: dict, manifest: str, members_dir: str) -> dict:
+    """Copy a thin archive's members under `members_dir`; the manifest then points there."""
+    base = posixpath.dirname(manifest)
+    entries = document["members"]
+    names = ours.assign_paths([posixpath.basename(e["name"]) or "member" for e in entries])
+    os.makedirs(members_dir, exist_ok=True)
+    copied = []
+    for entry, name in zip(entries, names, strict=True):
+        source = posixpath.normpath(posixpath.join(base, entry["path"]))
+        target = posixpath.join(members_dir, name)
+        try:
+            shutil.copyfile(source, target)
+        except OSError as err:
+            raise BadInput(
+                f"{document['archive']}: thin archive member {entry['name']!r} cannot be"
+                f" copied from {source}: {err.strerror}"
+            ) from None
+        copied.append({**entry, "path": posixpath.relpath(target, base)})
+    result = {**document, "thin": False, "members": copied}
+    write_atomic(manifest, jsonio.dumps(result))
+    return result
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="dist-lto upstream prepare")
+    parser.add_argument("--manifest-out", required=True)
+    parser.add_argument("--objects-out", required=True)
+    parser.add_argument("--archive", required=True)
+    parser.add_argument("--ar", help="ignored: archives are read with libarchive")
+    parser.add_argument("--name", help="ignored")
+    args = parser.parse_args(argv)
+    objects_dir = args.objects_out.rstrip("/") or args.objects_out
+    manifest = manifest_for(objects_dir)
+    members_dir = posixpath.join(objects_dir, MEMBERS)
+    document = ours.prepare(args.archive, members_dir, manifest)
+    try:
+        if document["thin"]:
+            document = _copy_thin_members(document, manifest, members_dir)
+        base = posixpath.dirname(manifest)
+        objects = [posixpath.normpath(posixpath.join(base, e["path"])) for e in document["members"]]
+        write_atomic(args.manifest_out, jsonio.dumps({"manifest": manifest, "objects": objects}))
+    except OSError as err:
+        raise DistLtoError(f"{args.manifest_out}: cannot write: {err.strerror}") from None
+    return 0
