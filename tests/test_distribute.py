@@ -164,9 +164,9 @@ def test_two_lua_links_racing_on_one_cache_both_succeed_byte_identical(
     # LLD's --thinlto-remote-compiler= was the compiler of every job
     jobs = len(lua.build.objects)
     assert len(compiled_modules(lua_raced.log)) >= jobs
-    entries = list((lua_raced.cache / "v1" / "entries").glob("*/*"))
+    entries = list((lua_raced.cache / "v2" / "entries").glob("*/*"))
     assert len(entries) == jobs
-    assert not list((lua_raced.cache / "v1" / "tmp").iterdir())
+    assert not list((lua_raced.cache / "v2" / "tmp").iterdir())
 
 
 def test_a_second_identical_link_runs_no_compiler(

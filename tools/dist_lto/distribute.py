@@ -405,6 +405,8 @@ class Distribution:
         """0, or the signal sent to running compilers once the distribution stops."""
         self.failure: DistLtoError | None = None
         self.cache_warned = False
+        self.remote_damage: list[tuple[str, str]] = []
+        """(what, why) for every remote result refused for a blob that failed its digest."""
         self.fork_server_warned = False
         self.children: dict[int, int] = {}
         """Job number -> pidfd (or pid where pidfds do not exist) of its running compiler."""
@@ -517,6 +519,7 @@ class Distribution:
 
         assert self.remote is not None
         outcome = self.remote.run(job)
+        self.remote_damage.extend(outcome.damage)
         if outcome.stderr:
             with self.lock:
                 self.reporter.warnings(outcome.stderr)
@@ -673,6 +676,22 @@ def _open_cache(
     return cache, KeyMaker(files, identity)
 
 
+def _report_damage(distribution: Distribution, reporter: Reporter) -> None:
+    """One warning for every damaged result this link refused (cache entries evicted,
+    remote blobs that did not match their digests): each job ran again instead."""
+    damaged = list(distribution.cache.evicted) if distribution.cache is not None else []
+    damaged += distribution.remote_damage
+    if not damaged:
+        return
+    where, problem = damaged[0]
+    more = f" (and {len(damaged) - 1} more)" if len(damaged) > 1 else ""
+    with distribution.lock:
+        reporter.note(
+            f"warning: {len(damaged)} damaged cached result{'s' if len(damaged) > 1 else ''}"
+            f" not used, the jobs ran again: {where}: {problem}{more}"
+        )
+
+
 def _fork_server_library(files: JobFile, settings: Settings, reporter: Reporter) -> str | None:
     """The fork server's preload library, or None (said with --verbose, or as a warning
     when it cannot be built) where compilers are to be started directly."""
@@ -719,6 +738,7 @@ def main(argv: list[str]) -> int:
     finally:
         if remote is not None:
             remote.close()
+        _report_damage(distribution, reporter)
     if cache is not None and distribution.stored:
         try:
             pruned = cache.prune()
