@@ -203,6 +203,57 @@ def raise_stop(signum: int, _frame: object) -> None:
     raise StopRequested(signum)
 
 
+def stop_reason(signum: int) -> str:
+    """The message for a stop by `signum`: the signal, or why `stop_with_parent` sent it."""
+    parent = gone_parent()
+    if parent and signum == _signal.SIGHUP:
+        return f"stopped: the process that started it (pid {parent}) has gone"
+    return f"stopped by signal {signum}"
+
+
+PARENT_POLL_SECONDS = 0.2
+"""How often `stop_with_parent`'s thread looks for its parent."""
+_watched_parent = 0
+"""The parent `stop_with_parent` watches (0: none)."""
+
+
+def gone_parent() -> int:
+    """The pid of the parent `stop_with_parent` watches once it has gone, else 0."""
+    if _watched_parent and os.getppid() != _watched_parent:
+        return _watched_parent
+    return 0
+
+
+def stop_with_parent() -> None:
+    """Stop as on SIGHUP once the process that started this one has gone.
+
+    A linker or build action killed alone (SIGKILL to `ld.lld`, a build system stopping
+    only its direct child) leaves its children running, reparented: a distributor would
+    go on compiling and write objects nobody links or removes. A thread polls
+    `getppid()` and sends this process SIGHUP when it changes, so the usual stop path
+    runs: compilers stopped, temporaries removed, nothing half-written. Polling, not
+    `prctl(PR_SET_PDEATHSIG)`: that fires when the parent *thread* that spawned us ends
+    (a linker's worker thread may), and its `ctypes` costs the opt path more than this
+    whole module; `_thread` and a lock's timeout cost no import.
+    """
+    import _thread
+
+    global _watched_parent
+    parent = os.getppid()
+    if parent <= 1:
+        return  # started by init, or orphaned already: there is nothing to watch
+    _watched_parent = parent
+
+    def watch() -> None:
+        pause = _thread.allocate_lock()
+        pause.acquire()
+        while os.getppid() == parent:
+            pause.acquire(timeout=PARENT_POLL_SECONDS)
+        os.kill(os.getpid(), _signal.SIGHUP)
+
+    _thread.start_new_thread(watch, ())
+
+
 def _catch_stop_signals() -> dict[int, object]:
     try:
         return {sig: _signal.signal(sig, raise_stop) for sig in _FORWARDED_SIGNALS}
@@ -264,7 +315,7 @@ def run_tool(argv: list[str], on_start: "Callable[[int], None] | None" = None) -
             os.kill(pid, stop.signum)
             os.waitpid(pid, 0)
             raise DistLtoError(
-                f"stopped by signal {stop.signum} while {argv[0]} ran",
+                f"{stop_reason(stop.signum)} while {argv[0]} ran",
                 status=_SIGNAL_EXIT_BASE + stop.signum,
             ) from None
     finally:

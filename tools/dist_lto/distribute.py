@@ -17,7 +17,15 @@ import sys
 import threading
 import time
 
-from dist_lto.backend import StopRequested, check_primary, raise_stop, run_backend, run_tool
+from dist_lto import backend
+from dist_lto.backend import (
+    StopRequested,
+    check_primary,
+    raise_stop,
+    run_backend,
+    run_tool,
+    stop_with_parent,
+)
 from dist_lto.cli import scan
 from dist_lto.errors import EXIT_INTERNAL, BadInput, DistLtoError
 from dist_lto.fsutil import remove_quietly
@@ -428,8 +436,9 @@ class Distribution:
                         self.reporter.progress(self.done, self.cached, self.running)
             except StopRequested as stop:
                 self._halt(stop.signum, threads)
+                self.remove_outputs()
                 raise DistLtoError(
-                    f"stopped by signal {stop.signum}", status=128 + stop.signum
+                    backend.stop_reason(stop.signum), status=128 + stop.signum
                 ) from None
             except BaseException:
                 self._halt(_signal.SIGTERM, threads)
@@ -454,6 +463,13 @@ class Distribution:
             self._stop_children(signum)
         for thread in threads:
             thread.join()
+
+    def remove_outputs(self) -> None:
+        """Remove the outputs of every job that ran: once stopped, no link will use them,
+        and a linker that was killed cannot remove them any more."""
+        for job in self.order[: self.next]:
+            for output in job.outputs:
+                remove_quietly(output)
 
     def _stop_children(self, signum: int) -> None:
         """Called with the lock held."""
@@ -676,6 +692,24 @@ def _open_cache(
     return cache, KeyMaker(files, identity)
 
 
+def _remove_linker_temporaries(files: JobFile, pid: int) -> None:
+    """Remove what LLD (process `pid`, gone) wrote for this link and would have removed
+    at its end: the job file, each job's index and the archive members it extracted.
+    Only files named after its process id: `prog.<pid>.dist-file.json`,
+    `<output>.thinlto.bc` for outputs `<module>.<job>.<pid>.native.o`, and members
+    `lib.a(m.o at N).<job>.<pid in hex>.o`."""
+    job_file = f"{os.path.basename(files.linker_output)}.{pid}.dist-file.json"
+    if os.path.basename(files.path) == job_file:
+        remove_quietly(files.path)
+    member_suffix = f".{pid:X}.o"
+    for job in files.jobs:
+        if job.output.endswith(f".{pid}.native.o") and job.index == job.output + ".thinlto.bc":
+            remove_quietly(job.index)
+        for path in job.inputs:
+            if path.endswith(member_suffix) and " at " in path and "(" in path:
+                remove_quietly(path)
+
+
 def _report_damage(distribution: Distribution, reporter: Reporter) -> None:
     """One warning for every damaged result this link refused (cache entries evicted,
     remote blobs that did not match their digests): each job ran again instead."""
@@ -712,6 +746,7 @@ def _fork_server_library(files: JobFile, settings: Settings, reporter: Reporter)
 
 
 def main(argv: list[str]) -> int:
+    stop_with_parent()
     opts = parse_args(argv)
     settings = Settings(opts)
     files = read_job_file(opts.job_file)
@@ -735,10 +770,20 @@ def main(argv: list[str]) -> int:
         )
     try:
         distribution.run()
+    except DistLtoError:
+        if not backend.gone_parent():
+            raise
+        # The linker died first; what failed since (its indexes vanished) is the symptom.
+        distribution.remove_outputs()
+        raise DistLtoError(
+            backend.stop_reason(_signal.SIGHUP), status=128 + _signal.SIGHUP
+        ) from None
     finally:
         if remote is not None:
             remote.close()
         _report_damage(distribution, reporter)
+        if backend.gone_parent():
+            _remove_linker_temporaries(files, backend.gone_parent())
     if cache is not None and distribution.stored:
         try:
             pruned = cache.prune()
