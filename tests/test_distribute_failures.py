@@ -476,3 +476,29 @@ def test_a_compilers_identity_is_remembered_per_user_not_per_cache_directory(
     assert memo.stat().st_mtime_ns == remembered  # read, not computed and written again
     assert not list(tmp_path.glob("*/cache/v2/compilers"))
     assert len(list((tmp_path / "second" / "cache" / "v2" / "entries").glob("*/*"))) == 4
+
+
+def test_a_non_ascii_module_path_is_refused_before_any_backend_runs(
+    tmp_path: Path, small_dtlto: DtltoLink, dist_lto: str
+) -> None:
+    """LLD 22 writes `shoüt.o` into the indexes as garbage (llvm-project issue 194318)."""
+    root = tmp_path / "link"
+    root.mkdir()
+    for name in ("main.o", "libm.a"):
+        shutil.copy(small_dtlto.root / name, root / name)
+    shutil.copy(small_dtlto.root / "shout.o", root / "shoüt.o")
+    link = [a if a != "shout.o" else "shoüt.o" for a in small_dtlto.link]
+    in_process = subprocess.run(link, cwd=root, capture_output=True, text=True)
+    assert in_process.returncode == 0, in_process.stderr
+    (root / "prog").unlink()
+    done = subprocess.run([*link, f"-fthinlto-distributor={dist_lto}",
+                           "-Xthinlto-distributor=distribute", "-Xthinlto-distributor=--no-cache"],
+                          cwd=root, capture_output=True, text=True)  # fmt: skip
+    assert done.returncode != 0
+    first = done.stderr.splitlines()[0]
+    assert first.startswith("dist-lto distribute: error: prog.")
+    assert first.endswith(": module path 'shoüt.o' is not ASCII; LLVM 22 corrupts such paths in"
+                          " ThinLTO index files (llvm-project issue 194318): give the object"
+                          " an ASCII path, or link with in-process ThinLTO")  # fmt: skip
+    assert "command:" not in done.stderr  # no job ran
+    assert sorted(p.name for p in root.iterdir()) == ["libm.a", "main.o", "shoüt.o"]

@@ -27,6 +27,7 @@ from dist_lto.plans import (
     read_link_plan,
     read_object_plan,
 )
+from dist_lto.thinlto_index import read_index_modules
 from dist_lto.toolchain import tool
 
 EXPECTED_OUTPUT = "result 129 ctor 7\n"
@@ -675,3 +676,24 @@ def test_lld_links_a_repeated_archive_as_if_it_were_named_once(work: Path, llvm:
         subprocess.run([llvm.clang, *LINK, "-flto=thin", *line, "-o", out], cwd=work, check=True)
     assert (work / "once").read_bytes() == (work / "twice").read_bytes()
 
+
+def test_a_non_ascii_module_path_is_refused_before_the_index_step(work: Path, llvm: Llvm) -> None:
+    """LLVM 22 writes `obj/hé.o` into the index files as garbage (llvm-project issue
+    194318): the plan would succeed and every backend naming the module fail."""
+    shutil.copy(work / "obj/helper.o", work / "obj/hé.o")
+    write_meta(work, meta_doc(group(obj(0, "obj/main.o"), obj(1, "obj/hé.o"))))
+    result = run_cli(["plan", "meta.json", "--", llvm.clang, *LINK, "-o", "app"], cwd=work)
+    assert (result.returncode, result.stderr) == (2, (
+        "dist-lto plan: error: meta.json: /groups/0/linkables/1 (object 1): module path"
+        " 'obj/hé.o' is not ASCII; LLVM 22 corrupts such paths in ThinLTO index files"
+        " (llvm-project issue 194318): give the object an ASCII path\n"))  # fmt: skip
+    assert not (work / "out").exists()
+    line = ["obj/main.o", "obj/hé.o", "obj/native_obj.o", "libutil.a", "libthin.a",
+            "-Wl,--whole-archive", "libwhole.a", "-Wl,--no-whole-archive",
+            "-Wl,-T,script.ld", "-L.", "-lgreet", "-Wl,-rpath,$ORIGIN"]  # fmt: skip
+    subprocess.run([llvm.clang, *LINK, "-flto=thin", *line, "-o", "app"], cwd=work, check=True)
+    assert subprocess.run(["./app"], cwd=work, capture_output=True).returncode == 0  # in-process
+    subprocess.run([llvm.clang, *LINK, "-flto=thin", *line, "-o", "app",
+                    "-Wl,--thinlto-index-only"], cwd=work, check=True)  # fmt: skip
+    table = read_index_modules(str(work / "obj/hé.o.thinlto.bc")).paths
+    assert "obj/hé.o".encode() not in table  # the LLVM bug this guards against

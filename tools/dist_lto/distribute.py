@@ -692,6 +692,21 @@ def _open_cache(
     return cache, KeyMaker(files, identity)
 
 
+def _check_module_paths(files: JobFile) -> None:
+    """Refuse a job file whose modules have non-ASCII paths before any backend runs: LLD
+    22 wrote them into the indexes as garbage (llvm-project issue 194318), so every
+    backend that names one would fail, each with a message about a missing module."""
+    for job in files.jobs:
+        for i, path in enumerate(job.inputs):
+            if i != 1 and not path.isascii():
+                raise BadInput(
+                    f"{files.path}: job {job.number + 1} ({job.module}): module path {path!r}"
+                    " is not ASCII; LLVM 22 corrupts such paths in ThinLTO index files"
+                    " (llvm-project issue 194318): give the object an ASCII path, or link"
+                    " with in-process ThinLTO"
+                )
+
+
 def _remove_linker_temporaries(files: JobFile, pid: int) -> None:
     """Remove what LLD (process `pid`, gone) wrote for this link and would have removed
     at its end: the job file, each job's index and the archive members it extracted.
@@ -750,6 +765,7 @@ def main(argv: list[str]) -> int:
     opts = parse_args(argv)
     settings = Settings(opts)
     files = read_job_file(opts.job_file)
+    _check_module_paths(files)
     reporter = Reporter(len(files.jobs), verbose=settings.verbose, tty=sys.stderr.isatty())
     if not files.jobs:
         return 0

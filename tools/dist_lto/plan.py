@@ -117,6 +117,17 @@ def _inside(path: str, directory: str) -> str | None:
     return None
 
 
+def non_ascii_module(path: str, where: str) -> BadInput:
+    """LLVM 22 writes a module path with a byte above 0x7F into an individual index's
+    module table as garbage (`fé.o` becomes `f\xc3\xff\xff\xff`; llvm-project issue
+    194318), so no backend finds its module or its imports: refused before the index
+    step, however the link would run."""
+    return BadInput(
+        f"{where}: module path {path!r} is not ASCII; LLVM 22 corrupts such paths in"
+        " ThinLTO index files (llvm-project issue 194318): give the object an ASCII path"
+    )
+
+
 class _Planner:
     def __init__(self, meta: Meta) -> None:
         self.meta = meta
@@ -150,6 +161,9 @@ class _Planner:
                 members.append((m, module))
             rels = _member_rels(manifest.members)
             self.archives[a.index] = _Archive(a, manifest, whole[a.index], members, rels)
+        for module in modules.values():
+            if not module.name.isascii():
+                raise non_ascii_module(module.name, module.describe(meta.file))
         self.plain = all_plain(list(modules))
         if not self.plain:
             self._normalised()  # reports two spellings of one file
