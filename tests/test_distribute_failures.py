@@ -67,6 +67,8 @@ if env("FAKE_MODULE") and env("FAKE_MODULE") in module:
         sys.exit(0)
     if mode == "crash":
         os.kill(os.getpid(), 9)
+    if mode == "exit137":
+        sys.exit(137)
     if mode == "warn":
         print("fake: warning: something to look at", file=sys.stderr)
 else:
@@ -191,7 +193,8 @@ def test_compiler_warnings_are_shown_and_the_link_succeeds(
      ("empty", 1, "exited 0 but its output is empty (0 bytes)"),
      ("missing", 1, "exited 0 but its output is missing"),
      ("garbage", 1, "exited 0 but its output is not an ELF object (13 bytes)"),
-     ("crash", 137, "was killed by signal 9 (Killed)")],
+     ("crash", 137, "was killed by signal 9 (Killed)"),
+     ("exit137", 137, "exited with status 137")],
 )  # fmt: skip
 def test_a_failed_job_leaves_no_output_and_no_temporary(
     mode: str, status: int, problem: str, tmp_path: Path, small_dtlto: DtltoLink,

@@ -57,14 +57,21 @@ def read_head(path: str, what: str, size: int = 64) -> bytes:
 
 
 def exit_status(wait_status: int) -> int:
-    """An action's exit status for a child's wait status: its code, or 128+N for signal N."""
-    code = os.waitstatus_to_exitcode(wait_status)
-    return _SIGNAL_EXIT_BASE - code if code < 0 else code
+    """A child's wait status as its exit code, or -N when signal N killed it (as
+    `os.waitstatus_to_exitcode`): a compiler that exits 137 was not killed."""
+    return os.waitstatus_to_exitcode(wait_status)
+
+
+def action_status(status: int) -> int:
+    """What an action exits with for a child's `exit_status`: its code, or 128+N for
+    signal N (the convention remote executors retry on)."""
+    return _SIGNAL_EXIT_BASE - status if status < 0 else status
 
 
 def describe_status(status: int) -> str:
-    if status > _SIGNAL_EXIT_BASE:
-        number = status - _SIGNAL_EXIT_BASE
+    """For an `exit_status` (a remote result's exit code is never negative)."""
+    if status < 0:
+        number = -status
         try:
             name = _signal.strsignal(number) or ""
         except ValueError:
@@ -282,7 +289,7 @@ def spawn(
 
 
 def run_tool(argv: list[str], on_start: "Callable[[int], None] | None" = None) -> tuple[int, bytes]:
-    """Run `argv` (stdout inherited, stderr captured) and return (exit status, stderr).
+    """Run `argv` (stdout inherited, stderr captured) and return (`exit_status`, stderr).
 
     `on_start(pid)` is called once the child runs and before it can be reaped, so a
     distributor can pin it (`os.pidfd_open`) and stop it from another thread.
@@ -367,7 +374,7 @@ def run_backend(
         status, stderr = (runner or run_tool)(argv, on_start)
         if status != 0:
             raise BackendFailed(
-                f"{module}: {argv[0]} {describe_status(status)}", status=status,
+                f"{module}: {argv[0]} {describe_status(status)}", status=action_status(status),
                 detail=stderr.decode(errors="replace"),
             )  # fmt: skip
         problem = object_problem(tmp)
