@@ -69,6 +69,11 @@ if env("FAKE_MODULE") and env("FAKE_MODULE") in module:
         os.kill(os.getpid(), 9)
     if mode == "exit137":
         sys.exit(137)
+    if mode == "crash-reproducer":  # the real clang crashes and writes a reproducer
+        source = out + ".crash.c"
+        with open(source, "w") as f:
+            f.write("#pragma clang __debug crash\\nint x;\\n")
+        os.execv(REAL, [REAL, "-c", source, "-o", out])
     if mode == "warn":
         print("fake: warning: something to look at", file=sys.stderr)
 else:
@@ -505,3 +510,16 @@ def test_a_non_ascii_module_path_is_refused_before_any_backend_runs(
                           " an ASCII path, or link with in-process ThinLTO")  # fmt: skip
     assert "command:" not in done.stderr  # no job ran
     assert sorted(p.name for p in root.iterdir()) == ["libm.a", "main.o", "shoüt.o"]
+
+
+def test_a_crashing_compiler_leaves_no_reproducer_in_the_temporary_directory(
+    tmp_path: Path, small_dtlto: DtltoLink, fake_compiler: Path, dist_lto: str
+) -> None:
+    root, job_file = captured(tmp_path, small_dtlto, fake_compiler)
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    env = {**fake_env(tmp_path, mode="crash-reproducer", module="add"), "TMPDIR": str(temporary)}
+    done = distribute(dist_lto, root, job_file, "--no-cache", env=env)
+    assert done.returncode != 0
+    assert "diagnostic msg: " in done.stderr  # clang wrote its reproducer files...
+    assert list(temporary.iterdir()) == []  # ...where they went with the distribution

@@ -28,7 +28,7 @@ import os
 
 from dist_lto.errors import EXIT_INTERNAL, BadInput, DistLtoError
 from dist_lto.fsutil import remove_quietly, temp_path_for
-from dist_lto.thinlto_index import read_index_modules
+from dist_lto.thinlto_index import module_has_hash, read_index_modules
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (milliseconds)
 if TYPE_CHECKING:
@@ -96,6 +96,9 @@ def check_primary(module: str, index: str) -> None:
         return
     wanted = os.fsencode(module)
     if wanted in modules.paths:
+        expected = modules.hashes[modules.paths.index(wanted)]
+        if any(expected):
+            _check_module_hash(module, index, expected)
         return
     known = [os.fsdecode(p) for p in modules.paths]
     hint = _closest(module, known)
@@ -109,6 +112,32 @@ def check_primary(module: str, index: str) -> None:
         f"{index}: module {module!r} is not in this index ({found}); clang would not treat"
         " it as the primary module and would write an object without its code"
     )
+
+
+def _check_module_hash(module: str, index: str, expected: tuple[int, ...]) -> None:
+    """Fail when `module` is not the build of it that `index` was made from: clang would
+    compile the module's current code with imports and decisions made for its old code,
+    and exit 0 (the index step records each module's hash; LLVM writes it into the
+    module). A module that cannot be read or parsed is left to clang to report."""
+    try:
+        fd = os.open(module, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO: no wait
+    except OSError:
+        return
+    try:
+        info = os.fstat(fd)
+        if info.st_mode & 0o170000 != 0o100000:  # not a regular file: clang's to read
+            return
+        data = os.read(fd, info.st_size + 1)
+        same = module_has_hash(data, expected)
+    except (OSError, ValueError):
+        return
+    finally:
+        os.close(fd)
+    if same is False:
+        raise BadInput(
+            f"{index}: made for another build of {module!r} (the module's hash differs from"
+            " the one the index step recorded): the index is stale; run the index step again"
+        )
 
 
 def _closest(module: str, known: list[str]) -> str | None:
@@ -288,7 +317,11 @@ def spawn(
         raise BadInput(f"{argv[0]}: cannot run: {err.strerror}") from None
 
 
-def run_tool(argv: list[str], on_start: "Callable[[int], None] | None" = None) -> tuple[int, bytes]:
+def run_tool(
+    argv: list[str],
+    on_start: "Callable[[int], None] | None" = None,
+    env: "Mapping[str, str] | None" = None,
+) -> tuple[int, bytes]:
     """Run `argv` (stdout inherited, stderr captured) and return (`exit_status`, stderr).
 
     `on_start(pid)` is called once the child runs and before it can be reaped, so a
@@ -306,7 +339,7 @@ def run_tool(argv: list[str], on_start: "Callable[[int], None] | None" = None) -
     mask = {} if held is None else {"setsigmask": held}
     try:
         try:
-            pid = spawn(argv, os.environ, [(os.POSIX_SPAWN_DUP2, write_end, 2)], **mask)
+            pid = spawn(argv, env or os.environ, [(os.POSIX_SPAWN_DUP2, write_end, 2)], **mask)
         finally:
             os.close(write_end)
         try:
@@ -358,8 +391,9 @@ def run_backend(
     Appends `-o <temporary>` and, with `dwo`, the split-DWARF flags; checks everything
     the module docstring lists; renames the results into place. Returns clang's stderr
     (warnings) on success; raises BackendFailed (clang's status) or BadInput otherwise.
-    `runner(argv, on_start)` runs clang: `run_tool` unless given (a distributor's fork
-    server, `forkserver.ForkServer.run`).
+    `runner(argv, on_start)` runs clang: `run_tool` with TMPDIR in the private directory
+    unless given (a distributor's fork server, `forkserver.ForkServer.run`; the
+    distributor gives all its compilers a private TMPDIR of its own).
     """
     prepare_outputs(output, dwo)
     work = _private_dir(output)
@@ -371,7 +405,12 @@ def run_backend(
         argv = [*command, "-o", tmp]
         if dwo and tmp_dwo:
             argv += split_dwarf_flags(dwo, tmp_dwo)
-        status, stderr = (runner or run_tool)(argv, on_start)
+        if runner is None:
+            # A crashing clang writes its reproducer (preprocessed source, run script)
+            # under TMPDIR: here, the private directory that goes when we do.
+            status, stderr = run_tool(argv, on_start, {**os.environ, "TMPDIR": work})
+        else:
+            status, stderr = runner(argv, on_start)
         if status != 0:
             raise BackendFailed(
                 f"{module}: {argv[0]} {describe_status(status)}", status=action_status(status),

@@ -692,6 +692,21 @@ def _open_cache(
     return cache, KeyMaker(files, identity)
 
 
+def _private_tmpdir() -> str | None:
+    """Point TMPDIR at a new directory, removed when the distribution ends: a compiler that
+    crashes writes its reproducer files (preprocessed source, run script) there, and a
+    link must not leave them in the user's temporary directory. None when it cannot be
+    made (then TMPDIR stays as it is)."""
+    import tempfile
+
+    try:
+        path = tempfile.mkdtemp(prefix="dist-lto-")
+    except OSError:
+        return None
+    os.environ["TMPDIR"] = path
+    return path
+
+
 def _check_module_paths(files: JobFile) -> None:
     """Refuse a job file whose modules have non-ASCII paths before any backend runs: LLD
     22 wrote them into the indexes as garbage (llvm-project issue 194318), so every
@@ -776,6 +791,7 @@ def main(argv: list[str]) -> int:
 
         remote = RemoteExecutor(files, settings.remote)
     preload = _fork_server_library(files, settings, reporter)
+    private_tmp = _private_tmpdir()
     distribution = Distribution(files, settings.jobs, reporter, cache, keys, remote, preload)
     if settings.verbose:
         reporter.note(
@@ -800,6 +816,10 @@ def main(argv: list[str]) -> int:
         _report_damage(distribution, reporter)
         if backend.gone_parent():
             _remove_linker_temporaries(files, backend.gone_parent())
+        if private_tmp is not None:
+            import shutil
+
+            shutil.rmtree(private_tmp, ignore_errors=True)
     if cache is not None and distribution.stored:
         try:
             pruned = cache.prune()
