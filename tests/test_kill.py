@@ -31,7 +31,7 @@ from conftest import Llvm
 from dist_lto.plans import read_archive_plan
 
 DIST_LTO = [sys.executable, "-m", "dist_lto"]
-KILLS = {"prepare": 8, "plan": 8, "opt": 6, "distribute": 3}
+KILLS = {"prepare": 8, "plan": 8, "opt": 6, "distribute": 3, "distribute-from-cache": 4}
 LINK = ["-fuse-ld=lld", "-O2"]
 
 
@@ -144,6 +144,12 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory, lua_objects: workloads.Bu
     job_outputs = sorted(j["outputs"][0] for j in job["jobs"])
     distribute_argv = ["distribute", "--jobs", "2", "--cache-dir", "cache", "job.json"]
 
+    # A warm result cache for the same jobs: the restore path.
+    warm = root / "warm"
+    warm.mkdir()
+    _copy(dtlto, warm, ["job.json", *job_inputs])
+    subprocess.run([*DIST_LTO, *distribute_argv], cwd=warm, check=True)
+
     prep_inputs = ["obj", "liblua.a", "prep", "meta.json"]
     steps = {
         "prepare": Step(
@@ -169,6 +175,11 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory, lua_objects: workloads.Bu
         "distribute": Step(
             "distribute", lambda d: _copy(dtlto, d, ["job.json", *job_inputs]), distribute_argv,
             lambda d: [p for p in job_outputs if (d / p).exists()],
+        ),
+        "distribute-from-cache": Step(
+            "distribute-from-cache",
+            lambda d: (_copy(dtlto, d, ["job.json", *job_inputs]), _copy(warm, d, ["cache"])),
+            distribute_argv, lambda d: [p for p in job_outputs if (d / p).exists()],
         ),
     }  # fmt: skip
     return Pipeline(root, steps)

@@ -463,7 +463,7 @@ def module_has_hash(data: bytes, expected: tuple[int, ...]) -> bool | None:
     """
     reader, width, blockinfo = _find_module_block(data)
     reader.pos -= 32
-    end = reader.pos + 32 + reader.read(32) * 32
+    end = reader.pos + 32 + reader.read(32) * 32  # read before: within the data
     record = [*_unabbreviated(width, _MODULE_CODE_HASH, expected), (0, width)]  # END_BLOCK
     bits = sum(w for _, w in record)
     value = shift = 0
@@ -476,7 +476,10 @@ def module_has_hash(data: bytes, expected: tuple[int, ...]) -> bool | None:
         for padding in range(32):  # zero bits from END_BLOCK up to the 32-bit boundary
             if last >> (31 - padding) == value:  # the record, then `padding` zero bits
                 return True
-    found = _module_hash(_Block(reader, width, blockinfo.get(_MODULE_BLOCK, [])))
+    try:
+        found = _module_hash(_Block(reader, width, blockinfo.get(_MODULE_BLOCK, [])))
+    except _Truncated:
+        raise ValueError("truncated bitcode") from None
     return None if found is None else found == expected
 
 
