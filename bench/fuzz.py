@@ -172,6 +172,9 @@ def _result_problem(case: Case, cwd: str) -> str | None:
                 problem = object_problem(os.path.join(cwd, entry["outputs"][0]))
                 if problem:
                     return f"{entry['outputs'][0]} {problem}"
+        for path, data in case.expected.items():
+            if Path(cwd, path).read_bytes() != data:
+                return f"{path} differs from what a clean run writes"
     except (OSError, ValueError, KeyError, TypeError, IndexError) as err:
         return f"outputs do not hold together: {type(err).__name__}: {err}"
     return None

@@ -47,6 +47,8 @@ class Case:
     """For an unmutated seed or a safe generated input: what success must look like."""
     how: str = ""
     """The mutations applied, for the report."""
+    expected: dict[str, bytes] = field(default_factory=dict)
+    """Outputs a successful run must have written byte for byte (path -> contents)."""
 
 
 # ---------------------------------------------------------------------------------
@@ -808,6 +810,7 @@ def distribute_case(rng: random.Random, corpus: Corpus, cwd_abs: str) -> Case:
     argv = ["distribute", *cache, "--jobs", rng.choice(["1", "2", "3"]), job_file]
     roll = rng.random()
     oracle = ""
+    expected: dict[str, bytes] = {}
     if roll < 0.55:
         files[job_file], how = mutate_json(corpus.dtlto_job, rng, cwd_abs)
     elif roll < 0.65:
@@ -822,9 +825,24 @@ def distribute_case(rng: random.Random, corpus: Corpus, cwd_abs: str) -> Case:
         name = rng.choice(names)
         files[name] = mutate_bytes(files[name], rng, [files[n] for n in names])
         how = f"{name}: bytes"
-    elif roll < 0.90:
+    elif roll < 0.87:
         how = "unchanged"
         oracle = "distribute"
+    elif roll < 0.93:
+        # A full cache whose entries a disk fault, a bad copy or another user damaged:
+        # the link must succeed with exactly the objects a clean run writes.
+        files.update(corpus.dtlto_cache)
+        argv = ["distribute", "--cache-dir", "out/cache", "--jobs", argv[-2], job_file]
+        entries = sorted(corpus.dtlto_cache)
+        damaged = rng.sample(entries, rng.randint(0, min(3, len(entries))))
+        for name in damaged:
+            files[name] = mutate_bytes(files[name], rng, [files[n] for n in entries])
+        for name in rng.sample(entries, rng.randint(0, 1)):
+            files.pop(name)
+            damaged.append(f"{name} removed")
+        how = f"cache restore, damaged: {damaged}"
+        oracle = "distribute"
+        expected = dict(corpus.dtlto_outputs)
     else:
         twist = rng.choice([["--jobs", "0"], ["--jobs", "x"], ["-j", "1"],
                             ["--cache-max-size", rng.choice(["x", "0", "1K", "-1", "9T"])],
@@ -849,6 +867,7 @@ def distribute_case(rng: random.Random, corpus: Corpus, cwd_abs: str) -> Case:
         outputs=outputs,
         oracle=oracle,
         how=how,
+        expected=expected,
     )
 
 

@@ -68,6 +68,10 @@ class Corpus:
     """An LLD DTLTO link's job file and every file its jobs read."""
     job_file: str
     dtlto_job: dict[str, object]
+    dtlto_cache: dict[str, bytes] = field(default_factory=dict)
+    """A result cache (`out/cache/...`) holding every job of `dtlto_job`."""
+    dtlto_outputs: dict[str, bytes] = field(default_factory=dict)
+    """What `dtlto_job`'s jobs write (output path -> object)."""
     link_flags: list[str] = field(default_factory=lambda: list(LINK_FLAGS))
 
 
@@ -199,6 +203,23 @@ def _dtlto(work: Path, obj: Path) -> tuple[dict[str, bytes], str, dict[str, obje
     return tree, "job.json", job
 
 
+def _dtlto_cache(work: Path, tree: dict[str, bytes], job: dict[str, object]) -> tuple[
+        dict[str, bytes], dict[str, bytes]]:  # fmt: skip
+    """Run the job file once with a cache: (the cache's entries, the jobs' outputs)."""
+    run = work / "dtlto-cached"
+    for name, data in tree.items():
+        (run / name).parent.mkdir(parents=True, exist_ok=True)
+        (run / name).write_bytes(data)
+    (run / "bin").mkdir()
+    (run / "bin" / "clang").symlink_to(CLANG)
+    _dist_lto(["distribute", "--cache-dir", "out/cache", "job.json"], run)
+    cache = {name: data for name, data in _tree(run / "out" / "cache").items()
+             if name.startswith("v2/entries/")}  # fmt: skip
+    outputs = [entry["outputs"][0] for entry in job["jobs"]]  # type: ignore[index, union-attr]
+    return ({f"out/cache/{name}": data for name, data in cache.items()},
+            {name: (run / name).read_bytes() for name in outputs})  # fmt: skip
+
+
 def build(work: Path) -> Corpus:
     """Compile the program and make every seed under `work` (an empty directory)."""
     src, obj = work / "src", work / "obj"
@@ -222,6 +243,7 @@ def build(work: Path) -> Corpus:
             index = next(p for p in plan_tree if p.endswith(tail) and p.startswith("out/"))
         modules.append((module, index))
     dtlto_tree, job_file, job = _dtlto(work, obj)
+    dtlto_cache, dtlto_outputs = _dtlto_cache(work, dtlto_tree, job)
     return Corpus(
         clang=CLANG,
         objects=objects,
@@ -234,4 +256,6 @@ def build(work: Path) -> Corpus:
         dtlto_tree=dtlto_tree,
         job_file=job_file,
         dtlto_job=job,
+        dtlto_cache=dtlto_cache,
+        dtlto_outputs=dtlto_outputs,
     )

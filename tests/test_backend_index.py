@@ -10,7 +10,12 @@ from pathlib import Path
 import pytest
 from conftest import Llvm, ThinIndex
 from dist_lto.errors import BadInput
-from dist_lto.thinlto_index import BITCODE_MAGIC, parse_index, read_index_modules
+from dist_lto.thinlto_index import (
+    BITCODE_MAGIC,
+    module_has_hash,
+    parse_index,
+    read_index_modules,
+)
 from dist_lto.toolchain import tool
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -257,3 +262,40 @@ def test_array_of_literals_is_rejected_rather_than_looped_over() -> None:
     w.end()
     with pytest.raises(ValueError, match="array of literals"):
         parse_index(w.data())
+
+
+@pytest.fixture(scope="module")
+def lua_module_and_hash(lua_thin_index: ThinIndex) -> tuple[bytes, tuple[int, ...]]:
+    index = read_index_modules(str(lua_thin_index.root / "obj/lvm.o.thinlto.bc"))
+    expected = index.hashes[index.paths.index(b"obj/lvm.o")]
+    return (lua_thin_index.root / "obj/lvm.o").read_bytes(), expected
+
+
+def test_every_real_lua_module_carries_the_hash_its_index_recorded(
+    lua_thin_index: ThinIndex,
+) -> None:
+    """Checked both ways: the fast look at the module block's last record, and the walk
+    over every record (forced by asking about a hash that is not the module's)."""
+    for obj in lua_thin_index.build.objects:
+        index = read_index_modules(str(lua_thin_index.root / f"{obj}.thinlto.bc"))
+        expected = index.hashes[index.paths.index(obj.encode())]
+        assert len(expected) == 5 and any(expected)
+        data = (lua_thin_index.root / obj).read_bytes()
+        assert module_has_hash(data, expected) is True
+        assert module_has_hash(data, (expected[0] ^ 1, *expected[1:])) is False
+
+
+@given(flips=st.lists(st.integers(0, 1 << 22), min_size=1, max_size=4))
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+def test_a_damaged_module_is_judged_or_rejected_never_crashes(
+    lua_module_and_hash: tuple[bytes, tuple[int, ...]], flips: list[int]
+) -> None:
+    data, expected = lua_module_and_hash
+    damaged = bytearray(data)
+    for bit in flips:
+        damaged[(bit >> 3) % len(damaged)] ^= 1 << (bit & 7)
+    with contextlib.suppress(ValueError):
+        assert module_has_hash(bytes(damaged), expected) in (True, False, None)
+    with contextlib.suppress(ValueError):
+        module_has_hash(bytes(damaged[: len(damaged) * flips[0] % len(damaged)]), expected)

@@ -216,13 +216,21 @@ def test_stopping_opt_stops_clang_and_leaves_nothing(
 
 
 def test_exit_status_mapping_follows_the_128_plus_n_convention() -> None:
-    from dist_lto.backend import describe_status, exit_status
+    from dist_lto.backend import action_status, describe_status, exit_status
 
     assert exit_status(0) == 0
     assert exit_status(3 << 8) == 3
-    assert exit_status(signal.SIGKILL) == 137
-    assert describe_status(137) == "was killed by signal 9 (Killed)"
+    assert exit_status(signal.SIGKILL) == -9
+    assert action_status(exit_status(signal.SIGKILL)) == 137
+    assert describe_status(-9) == "was killed by signal 9 (Killed)"
     assert describe_status(2) == "exited with status 2"
+
+
+def test_an_exit_status_of_137_is_not_a_signal() -> None:
+    from dist_lto.backend import action_status, describe_status, exit_status
+
+    assert exit_status(137 << 8) == 137 and action_status(137) == 137
+    assert describe_status(137) == "exited with status 137"
 
 
 def test_compiler_given_as_a_bare_name_is_looked_up_on_path(

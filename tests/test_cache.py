@@ -4,6 +4,8 @@ store that stays whole when links race on it."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -327,7 +329,7 @@ def test_compiler_identity_is_remembered_while_its_files_are_unchanged(
 ) -> None:
     cache = tmp_path / "cache"
     compiler_identity(str(own_clang), str(cache))
-    (memo,) = (cache / "v1" / "compilers").iterdir()
+    (memo,) = (cache / "v2" / "compilers").iterdir()
     doc = memo.read_text().replace(compiler_identity(str(own_clang), str(cache)), "f" * 64)
     memo.write_text(doc)
     assert compiler_identity(str(own_clang), str(cache)) == "f" * 64  # not recomputed
@@ -393,6 +395,7 @@ def test_restore_gives_back_exactly_what_was_stored(tmp_path: Path, objects: lis
     assert Path(outs[1]).read_bytes() == objects[1].read_bytes()
     assert cache.size() == objects[0].stat().st_size + objects[1].stat().st_size
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c", "x.o", "y.stats"]
+    assert cache.evicted == []
 
 
 def test_a_miss_writes_nothing(tmp_path: Path) -> None:
@@ -402,20 +405,72 @@ def test_a_miss_writes_nothing(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c"]
 
 
-@pytest.mark.parametrize("damage", ["empty", "truncated", "not-elf"])
-def test_a_damaged_entry_is_a_miss_and_is_deleted(
-    damage: str, tmp_path: Path, objects: list[Path]
+def flip_byte(data: bytes, at: int) -> bytes:
+    return data[:at] + bytes([data[at] ^ 0x01]) + data[at + 1 :]
+
+
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [("empty", "output 0 differs"), ("truncated", "output 0 differs"),
+     ("not-elf", "output 0 differs"), ("one byte flipped", "output 0 differs"),
+     ("another object", "output 0 differs"), ("second output flipped", "output 1 differs"),
+     ("sums missing", "a file of it is missing"), ("output missing", "a file of it is missing"),
+     ("sums malformed", "its sums are missing or malformed"),
+     ("sums of one output", "it holds 1 outputs, the job has 2")],
+)  # fmt: skip
+def test_a_damaged_entry_is_evicted_as_a_miss_and_recorded(
+    damage: str, problem: str, tmp_path: Path, objects: list[Path]
 ) -> None:
+    """A byte flipped in the middle of an object passes every structural check: only the
+    entry's sums tell it from the object that was stored."""
     cache = ResultCache(str(tmp_path / "c"))
     cache.create()
     key = "ef" * 32
-    cache.store(key, [str(objects[0])])
-    stored = Path(cache.entry(key)) / "0"
+    cache.store(key, [str(objects[0]), str(objects[1])])
+    entry = Path(cache.entry(key))
+    stored = entry / "0"
     data = stored.read_bytes()
-    stored.write_bytes({"empty": b"", "truncated": data[:200], "not-elf": b"!" * 100}[damage])
-    assert not cache.restore(key, [str(tmp_path / "x.o")])
-    assert not Path(cache.entry(key)).exists()
+    flipped = flip_byte(data, len(data) // 2)
+    assert result_cache.object_problem(str(stored)) is None
+    if damage == "one byte flipped":
+        stored.write_bytes(flipped)
+        assert result_cache.object_problem(str(stored)) is None  # structurally fine
+    elif damage == "another object":
+        shutil.copy(objects[2], stored)
+    elif damage == "second output flipped":
+        second = (entry / "1").read_bytes()
+        (entry / "1").write_bytes(flip_byte(second, 100))
+    elif damage == "sums missing":
+        (entry / "sums").unlink()
+    elif damage == "output missing":
+        (entry / "1").unlink()
+    elif damage == "sums malformed":
+        (entry / "sums").write_text('[{"size": "x"}]')
+    elif damage == "sums of one output":
+        sums = json.loads((entry / "sums").read_text())
+        (entry / "sums").write_text(json.dumps(sums[:1]))
+    else:
+        replacement = {"empty": b"", "truncated": data[:200], "not-elf": b"!" * 100}
+        stored.write_bytes(replacement[damage])
+    outs = [str(tmp_path / "x.o"), str(tmp_path / "y.o")]
+    assert not cache.restore(key, outs)
+    assert not entry.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c"]
+    assert os.listdir(cache.tmp) == []
+    ((where, why),) = cache.evicted
+    assert where == str(entry) and why.startswith(problem)
+    cache.store(key, [str(objects[0]), str(objects[1])])  # the job's result, compiled again
+    assert cache.restore(key, outs)
+    assert Path(outs[0]).read_bytes() == data
+
+
+def test_an_entry_stores_the_sums_of_its_outputs(tmp_path: Path, objects: list[Path]) -> None:
+    cache = ResultCache(str(tmp_path / "c"))
+    cache.create()
+    cache.store("ab" * 32, [str(objects[0])])
+    sums = json.loads((Path(cache.entry("ab" * 32)) / "sums").read_text())
+    data = objects[0].read_bytes()
+    assert sums == [{"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}]
 
 
 def _entry_with_age(cache: ResultCache, key: str, size: int, age: float) -> None:

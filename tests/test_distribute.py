@@ -10,13 +10,16 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import workloads
-from conftest import Llvm
+from conftest import DtltoLink, Llvm
 from dist_lto.jobfile import read_job_file
+from dist_lto.result_cache import ResultCache
 
 LUA_SOURCE_CHANGE = ("invalid conversion '%s' to 'format'", "no such conversion '%s' in 'format'")
 
@@ -164,9 +167,9 @@ def test_two_lua_links_racing_on_one_cache_both_succeed_byte_identical(
     # LLD's --thinlto-remote-compiler= was the compiler of every job
     jobs = len(lua.build.objects)
     assert len(compiled_modules(lua_raced.log)) >= jobs
-    entries = list((lua_raced.cache / "v1" / "entries").glob("*/*"))
+    entries = list((lua_raced.cache / "v2" / "entries").glob("*/*"))
     assert len(entries) == jobs
-    assert not list((lua_raced.cache / "v1" / "tmp").iterdir())
+    assert not list((lua_raced.cache / "v2" / "tmp").iterdir())
 
 
 def test_a_second_identical_link_runs_no_compiler(
@@ -232,3 +235,53 @@ def test_a_changed_source_recompiles_only_the_jobs_that_read_it(
     run = subprocess.run([root / "changed", "-e", "string.format('%y', 1)"],
                          capture_output=True, text=True)  # fmt: skip
     assert "no such conversion '%y' in 'format'" in run.stderr
+
+
+def test_eight_links_sharing_one_cache_with_a_pruner_running_all_work(
+    tmp_path: Path, small_dtlto: DtltoLink, dist_lto: str
+) -> None:
+    """A load test: 8 links of the small program at once, twice (cold, then warm), all on
+    one cache that a pruner keeps shrinking to about two entries meanwhile. Every link
+    succeeds without a warning and every binary prints the right answer."""
+    cache = tmp_path / "cache"
+    roots = []
+    for i in range(8):
+        root = tmp_path / f"link{i}"
+        root.mkdir()
+        for name in ("main.o", "shout.o", "libm.a"):
+            shutil.copy(small_dtlto.root / name, root / name)
+        roots.append(root)
+    biggest = max(p.stat().st_size for p in small_dtlto.root.glob("*.native.o"))
+    stop = threading.Event()
+    pruned = [0]
+    problems: list[str] = []
+
+    def pruner() -> None:
+        store = ResultCache(str(cache), max_size=2 * biggest)
+        try:
+            while not stop.is_set():
+                pruned[0] += store.prune()
+                time.sleep(0.01)
+        except Exception as err:  # a thread's exception must fail the test
+            problems.append(f"pruner: {type(err).__name__}: {err}")
+
+    flags = distributor_flags(dist_lto, f"--cache-dir={cache}", "--jobs=2")
+    thread = threading.Thread(target=pruner)
+    thread.start()
+    try:
+        for _round in ("cold", "warm"):
+            procs = [subprocess.Popen([*small_dtlto.link, *flags], cwd=root, text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                     for root in roots]  # fmt: skip
+            for root, proc in zip(roots, procs, strict=True):
+                _, stderr = proc.communicate(timeout=300)
+                assert (proc.returncode, stderr) == (0, ""), root
+                run = subprocess.run([root / "prog", "x"], capture_output=True, text=True)
+                assert (run.returncode, run.stdout) == (0, "4\n"), root
+                (root / "prog").unlink()
+    finally:
+        stop.set()
+        thread.join()
+    assert problems == []
+    assert pruned[0] > 0
+    assert sorted(p.name for p in roots[0].iterdir()) == ["libm.a", "main.o", "shout.o"]

@@ -67,6 +67,13 @@ if env("FAKE_MODULE") and env("FAKE_MODULE") in module:
         sys.exit(0)
     if mode == "crash":
         os.kill(os.getpid(), 9)
+    if mode == "exit137":
+        sys.exit(137)
+    if mode == "crash-reproducer":  # the real clang crashes and writes a reproducer
+        source = out + ".crash.c"
+        with open(source, "w") as f:
+            f.write("#pragma clang __debug crash\\nint x;\\n")
+        os.execv(REAL, [REAL, "-c", source, "-o", out])
     if mode == "warn":
         print("fake: warning: something to look at", file=sys.stderr)
 else:
@@ -191,7 +198,8 @@ def test_compiler_warnings_are_shown_and_the_link_succeeds(
      ("empty", 1, "exited 0 but its output is empty (0 bytes)"),
      ("missing", 1, "exited 0 but its output is missing"),
      ("garbage", 1, "exited 0 but its output is not an ELF object (13 bytes)"),
-     ("crash", 137, "was killed by signal 9 (Killed)")],
+     ("crash", 137, "was killed by signal 9 (Killed)"),
+     ("exit137", 137, "exited with status 137")],
 )  # fmt: skip
 def test_a_failed_job_leaves_no_output_and_no_temporary(
     mode: str, status: int, problem: str, tmp_path: Path, small_dtlto: DtltoLink,
@@ -346,7 +354,7 @@ def test_the_documented_command_line_works_with_the_default_cache(
     done = subprocess.run(["sh", "-c", shell], cwd=root, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert subprocess.run([root / "prog", "x"], capture_output=True, text=True).stdout == "4\n"
-    entries = list((tmp_path / "xdg" / "dist-lto" / "v1" / "entries").glob("*/*"))
+    entries = list((tmp_path / "xdg" / "dist-lto" / "v2" / "entries").glob("*/*"))
     assert len(entries) == 4
 
 
@@ -373,7 +381,7 @@ def test_a_compiler_that_cannot_tell_its_version_runs_without_the_cache(
     assert done.stderr == (f"dist-lto distribute: warning: result cache not used: {fake_compiler}:"
                            " `--version` exited with status 1\n")  # fmt: skip
     assert len(list(root.glob("*.native.o"))) == 4
-    assert not list((tmp_path / "cache").glob("v1/entries/*/*"))
+    assert not list((tmp_path / "cache").glob("v2/entries/*/*"))
 
 
 def test_a_missing_compiler_fails_every_job_it_would_run(
@@ -416,9 +424,48 @@ def test_the_cache_is_pruned_to_its_limit_after_a_link_that_filled_it(
                       f"--cache-max-size={limit}", "--verbose")  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert f"pruned 3 cache entries (limit {limit})" in done.stderr
-    entries = list((cache / "v1" / "entries").glob("*/*/0"))
+    entries = list((cache / "v2" / "entries").glob("*/*/0"))
     assert len(entries) == 1 and entries[0].stat().st_size == limit
     assert len(list(root.glob("*.native.o"))) == 4  # the link's outputs are untouched
+
+
+def test_a_cached_object_with_one_byte_changed_is_never_linked(
+    tmp_path: Path, small_dtlto: DtltoLink, dist_lto: str, llvm: Llvm
+) -> None:
+    """A byte changed at the start of main's code (a disk fault, a bad copy): the object
+    still looks like one, and linked it would print a wrong answer or crash."""
+    root = tmp_path / "link"
+    root.mkdir()
+    for name in ("main.o", "shout.o", "libm.a"):
+        shutil.copy(small_dtlto.root / name, root / name)
+    cache = tmp_path / "cache"
+    link = [*small_dtlto.link, f"-fthinlto-distributor={dist_lto}",
+            "-Xthinlto-distributor=distribute",
+            f"-Xthinlto-distributor=--cache-dir={cache}"]  # fmt: skip
+    first = subprocess.run(link, cwd=root, capture_output=True, text=True)
+    assert (first.returncode, first.stderr) == (0, "")
+    answer = subprocess.run([root / "prog", "x"], capture_output=True, text=True)
+    assert (answer.returncode, answer.stdout) == (0, "4\n")
+    objects = list((cache / "v2" / "entries").glob("*/*/0"))
+    (main,) = [p for p in objects if "main" in subprocess.run(
+        [llvm.nm, "--defined-only", p], capture_output=True, text=True).stdout]  # fmt: skip
+    data = main.read_bytes()
+    text = 0x40  # the first section's bytes follow the ELF header
+    main.write_bytes(data[:text] + bytes([data[text] ^ 0xFF]) + data[text + 1 :])
+    assert object_problem(str(main)) is None
+    (root / "prog").unlink()
+    second = subprocess.run(link, cwd=root, capture_output=True, text=True)
+    assert second.returncode == 0, second.stderr
+    (warning,) = second.stderr.splitlines()
+    assert warning == (
+        "dist-lto distribute: warning: 1 damaged cached result not used, the jobs ran again:"
+        f" {main.parent}: output 0 differs from its recorded size and SHA-256"
+    )
+    answer = subprocess.run([root / "prog", "x"], capture_output=True, text=True)
+    assert (answer.returncode, answer.stdout) == (0, "4\n")
+    assert main.read_bytes() == data  # compiled again and stored again
+    third = subprocess.run(link, cwd=root, capture_output=True, text=True)
+    assert (third.returncode, third.stderr) == (0, "")
 
 
 def test_a_compilers_identity_is_remembered_per_user_not_per_cache_directory(
@@ -432,8 +479,47 @@ def test_a_compilers_identity_is_remembered_per_user_not_per_cache_directory(
                           env=env)  # fmt: skip
         assert (done.returncode, done.stderr) == (0, "")
         if cache == "first":
-            (memo,) = (tmp_path / "xdg" / "dist-lto" / "v1" / "compilers").iterdir()
+            (memo,) = (tmp_path / "xdg" / "dist-lto" / "v2" / "compilers").iterdir()
             remembered = memo.stat().st_mtime_ns
     assert memo.stat().st_mtime_ns == remembered  # read, not computed and written again
-    assert not list(tmp_path.glob("*/cache/v1/compilers"))
-    assert len(list((tmp_path / "second" / "cache" / "v1" / "entries").glob("*/*"))) == 4
+    assert not list(tmp_path.glob("*/cache/v2/compilers"))
+    assert len(list((tmp_path / "second" / "cache" / "v2" / "entries").glob("*/*"))) == 4
+
+
+def test_a_non_ascii_module_path_is_refused_before_any_backend_runs(
+    tmp_path: Path, small_dtlto: DtltoLink, dist_lto: str
+) -> None:
+    """LLD 22 writes `shoüt.o` into the indexes as garbage (llvm-project issue 194318)."""
+    root = tmp_path / "link"
+    root.mkdir()
+    for name in ("main.o", "libm.a"):
+        shutil.copy(small_dtlto.root / name, root / name)
+    shutil.copy(small_dtlto.root / "shout.o", root / "shoüt.o")
+    link = [a if a != "shout.o" else "shoüt.o" for a in small_dtlto.link]
+    in_process = subprocess.run(link, cwd=root, capture_output=True, text=True)
+    assert in_process.returncode == 0, in_process.stderr
+    (root / "prog").unlink()
+    done = subprocess.run([*link, f"-fthinlto-distributor={dist_lto}",
+                           "-Xthinlto-distributor=distribute", "-Xthinlto-distributor=--no-cache"],
+                          cwd=root, capture_output=True, text=True)  # fmt: skip
+    assert done.returncode != 0
+    first = done.stderr.splitlines()[0]
+    assert first.startswith("dist-lto distribute: error: prog.")
+    assert first.endswith(": module path 'shoüt.o' is not ASCII; LLVM 22 corrupts such paths in"
+                          " ThinLTO index files (llvm-project issue 194318): give the object"
+                          " an ASCII path, or link with in-process ThinLTO")  # fmt: skip
+    assert "command:" not in done.stderr  # no job ran
+    assert sorted(p.name for p in root.iterdir()) == ["libm.a", "main.o", "shoüt.o"]
+
+
+def test_a_crashing_compiler_leaves_no_reproducer_in_the_temporary_directory(
+    tmp_path: Path, small_dtlto: DtltoLink, fake_compiler: Path, dist_lto: str
+) -> None:
+    root, job_file = captured(tmp_path, small_dtlto, fake_compiler)
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    env = {**fake_env(tmp_path, mode="crash-reproducer", module="add"), "TMPDIR": str(temporary)}
+    done = distribute(dist_lto, root, job_file, "--no-cache", env=env)
+    assert done.returncode != 0
+    assert "diagnostic msg: " in done.stderr  # clang wrote its reproducer files...
+    assert list(temporary.iterdir()) == []  # ...where they went with the distribution

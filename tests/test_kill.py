@@ -12,6 +12,7 @@ and the rerun must succeed and reproduce the reference exactly.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -30,7 +31,7 @@ from conftest import Llvm
 from dist_lto.plans import read_archive_plan
 
 DIST_LTO = [sys.executable, "-m", "dist_lto"]
-KILLS = {"prepare": 8, "plan": 8, "opt": 6, "distribute": 3}
+KILLS = {"prepare": 8, "plan": 8, "opt": 6, "distribute": 3, "distribute-from-cache": 4}
 LINK = ["-fuse-ld=lld", "-O2"]
 
 
@@ -143,6 +144,12 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory, lua_objects: workloads.Bu
     job_outputs = sorted(j["outputs"][0] for j in job["jobs"])
     distribute_argv = ["distribute", "--jobs", "2", "--cache-dir", "cache", "job.json"]
 
+    # A warm result cache for the same jobs: the restore path.
+    warm = root / "warm"
+    warm.mkdir()
+    _copy(dtlto, warm, ["job.json", *job_inputs])
+    subprocess.run([*DIST_LTO, *distribute_argv], cwd=warm, check=True)
+
     prep_inputs = ["obj", "liblua.a", "prep", "meta.json"]
     steps = {
         "prepare": Step(
@@ -168,6 +175,11 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory, lua_objects: workloads.Bu
         "distribute": Step(
             "distribute", lambda d: _copy(dtlto, d, ["job.json", *job_inputs]), distribute_argv,
             lambda d: [p for p in job_outputs if (d / p).exists()],
+        ),
+        "distribute-from-cache": Step(
+            "distribute-from-cache",
+            lambda d: (_copy(dtlto, d, ["job.json", *job_inputs]), _copy(warm, d, ["cache"])),
+            distribute_argv, lambda d: [p for p in job_outputs if (d / p).exists()],
         ),
     }  # fmt: skip
     return Pipeline(root, steps)
@@ -231,3 +243,112 @@ def test_killed_at_random_points_leaves_no_partial_output_and_reruns(
         assert contents(work, step.declared(work)) == reference, f"kill {i}: rerun differs"
         shutil.rmtree(work)
     assert interrupted > 0, f"no kill landed while {name} ran ({duration:.2f} s)"
+
+
+# ---------------------------------------------------------------------------------
+# Killing only the parent: the linker that started a distributor, the build action's
+# process that started opt
+
+
+def session(sid: int) -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, command name) of every live process in session `sid`."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if fields[0] != "Z" and int(fields[3]) == sid:
+            found[int(entry)] = (int(fields[1]), name)
+    return found
+
+
+def wait_until(what: str, check: Callable[[], object], limit: float = 120.0) -> object:
+    """Poll `check` until it returns something true; fail after `limit` s (a hang)."""
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.05)
+    pytest.fail(f"{what}: still not so after {limit} s")
+
+
+def compiling_under(sid: int, parent_name: str) -> int | None:
+    """The pid of a `parent_name` process in the session once a clang runs below it."""
+    procs = session(sid)
+    for pid, (_, name) in procs.items():
+        if name.startswith(parent_name) and any(
+            pp == pid and n.startswith("clang") for pp, n in procs.values()
+        ):
+            return pid
+    return None
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL],
+                         ids=["TERM", "INT", "KILL"])  # fmt: skip
+def test_killing_only_the_linker_stops_the_distributor_and_leaves_nothing(
+    signum: int, lua_objects: workloads.Build, tmp_path: Path, llvm: Llvm
+) -> None:
+    """The distributor runs Lua's jobs one at a time (fork server and all); the signal
+    goes to ld.lld alone, once two jobs are done and a compiler runs under the
+    distributor."""
+    work = tmp_path / "link"
+    shutil.copytree(lua_objects.root / "obj", work / "obj")
+    dist_lto = str(Path(sys.executable).parent / "dist-lto")
+    proc = subprocess.Popen(
+        [llvm.clang, "-flto=thin", *LINK, *lua_objects.objects, *lua_objects.link_flags, "-o",
+         "lua", f"-fthinlto-distributor={dist_lto}", "-Xthinlto-distributor=distribute",
+         "-Xthinlto-distributor=--jobs=1", "-Xthinlto-distributor=--no-cache"],
+        cwd=work, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        distributor = wait_until(
+            "two objects written and a compiler under the distributor",
+            lambda: len(list(work.glob("*.native.o"))) >= 2
+            and compiling_under(proc.pid, "dist-lto"),
+        )
+        (lld,) = [p for p, (_, name) in session(proc.pid).items() if name == "ld.lld"]
+        assert session(proc.pid)[distributor][0] == lld
+        os.kill(lld, signum)
+        proc.wait(timeout=120)
+        wait_until("every process of the link gone", lambda: not session(proc.pid))
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        stderr = proc.stderr.read().decode() if proc.stderr else ""
+    assert sorted(p.name for p in work.iterdir()) == ["obj"], stderr
+    assert f"dist-lto distribute: error: stopped: the process that started it (pid {lld})" \
+        " has gone" in stderr  # fmt: skip
+
+
+def test_opt_stops_its_compiler_when_the_process_that_started_it_dies(
+    pipeline: Pipeline, tmp_path: Path
+) -> None:
+    """A build action's process killed alone (SIGKILL): its `dist-lto opt` child stops
+    clang and leaves nothing at or beside its outputs."""
+    step = pipeline.steps["opt"]
+    work = tmp_path / "action"
+    work.mkdir()
+    step.setup(work)
+    starter = ("import subprocess, sys, time\n"
+               "subprocess.Popen(sys.argv[1:])\n"
+               "time.sleep(600)\n")  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-c", starter, *DIST_LTO, *step.argv], cwd=work,
+                            start_new_session=True)  # fmt: skip
+    try:
+        opt = wait_until("clang under opt", lambda: compiling_under(proc.pid, "python"))
+        assert opt != proc.pid and session(proc.pid)[opt][0] == proc.pid
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        wait_until("opt and clang gone", lambda: not session(proc.pid))
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert list((work / "opt").iterdir()) == []

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import workloads
-from conftest import REPO, Llvm, ThinIndex
+from conftest import REPO, SMALL_PROGRAM, Llvm, ThinIndex
 from dist_lto.toolchain import tool
 
 OPT = [sys.executable, "-S", "-E", str(REPO / "tools" / "dist_lto" / "__main__.py"), "opt"]
@@ -567,3 +567,56 @@ def test_print_command_runs_nothing_and_is_the_exact_command(
     out.unlink()
     assert run_opt(small_program, "lib.o", out).returncode == 0
     assert out.read_bytes() == by_hand
+
+
+def test_an_index_from_another_build_of_the_module_is_refused(tmp_path: Path, llvm: Llvm) -> None:
+    """The module was compiled again after the index step: clang alone compiles the new
+    code with the old imports and exits 0; the index's module hash says it is stale."""
+    for name, text in SMALL_PROGRAM.items():
+        (tmp_path / name).write_text(text)
+        subprocess.run([llvm.clang, "-O2", "-flto=thin", "-c", name], cwd=tmp_path, check=True)
+    objects = ["main.o", "twice.o", "add.o", "shout.o"]
+    subprocess.run([llvm.clang, "-flto=thin", "-fuse-ld=lld", *objects, "-o", "prog",
+                    "-Wl,--thinlto-index-only"], cwd=tmp_path, check=True)  # fmt: skip
+    fresh = run_opt(tmp_path, "twice.o", tmp_path / "fresh.o")
+    assert fresh.returncode == 0, fresh.stderr
+    changed = "int add(int, int);\nint twice(int x) { return add(x, 3); }\n"
+    (tmp_path / "twice.c").write_text(changed)
+    subprocess.run([llvm.clang, "-O2", "-flto=thin", "-c", "twice.c"], cwd=tmp_path, check=True)
+    alone = clang_alone(tmp_path, "twice.o", "twice.o.thinlto.bc", tmp_path / "alone.o")
+    assert alone.returncode == 0  # what clang does with a stale index
+    result = run_opt(tmp_path, "twice.o", tmp_path / "stale.o")
+    assert (result.returncode, result.stderr) == (2, (
+        "dist-lto opt: error: twice.o.thinlto.bc: made for another build of 'twice.o' (the"
+        " module's hash differs from the one the index step recorded): the index is stale;"
+        " run the index step again\n"))  # fmt: skip
+    assert not (tmp_path / "stale.o").exists()
+
+
+def test_a_crashing_compiler_leaves_no_reproducer_in_the_temporary_directory(
+    tmp_path: Path, llvm: Llvm
+) -> None:
+    """The real clang crashes (`#pragma clang __debug crash`, through a wrapper standing
+    in for the backend) and writes its reproducer files under TMPDIR."""
+    for name, text in SMALL_PROGRAM.items():
+        (tmp_path / name).write_text(text)
+        subprocess.run([llvm.clang, "-O2", "-flto=thin", "-c", name], cwd=tmp_path, check=True)
+    subprocess.run([llvm.clang, "-flto=thin", "-fuse-ld=lld", "main.o", "twice.o", "add.o",
+                    "shout.o", "-o", "prog", "-Wl,--thinlto-index-only"],
+                   cwd=tmp_path, check=True)  # fmt: skip
+    (tmp_path / "crash.c").write_text("#pragma clang __debug crash\nint x;\n")
+    wrapper = tmp_path / "crashing-clang"
+    wrapper.write_text(f'#!/bin/sh\nwhile [ "$1" != -o ]; do shift; done\n'
+                       f'exec {llvm.clang} -c {tmp_path / "crash.c"} "$@"\n')  # fmt: skip
+    wrapper.chmod(0o755)
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    result = subprocess.run(
+        [*OPT, "--input", "twice.o", "--index", "twice.o.thinlto.bc", "--out", "twice.opt.o",
+         "--", str(wrapper)],
+        cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "TMPDIR": str(temporary)},
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "diagnostic msg: " in result.stderr
+    assert list(temporary.iterdir()) == []
+    assert not (tmp_path / "twice.opt.o").exists()

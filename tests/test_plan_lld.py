@@ -27,6 +27,7 @@ from dist_lto.plans import (
     read_link_plan,
     read_object_plan,
 )
+from dist_lto.thinlto_index import read_index_modules
 from dist_lto.toolchain import tool
 
 EXPECTED_OUTPUT = "result 129 ctor 7\n"
@@ -613,3 +614,86 @@ def test_loaded_member_whose_only_reference_was_inlined_keeps_its_constructor(
                    cwd=tmp_path, check=True)
     assert subprocess.run(["./ref"], cwd=tmp_path, check=True, capture_output=True,
                           text=True).stdout == "5 1\n"
+
+
+@pytest.mark.parametrize(
+    ("where", "expected"),
+    [("object", "'out/index/index.args' is where the index step writes its argument file"),
+     ("meta", "'out/index/index.list' is where the index step writes its list"),
+     ("imports", "'out/index/obj/main.o.imports' is where the index step writes the imports"
+                 " list of 'obj/main.o'")],
+)  # fmt: skip
+def test_an_input_at_one_of_the_index_steps_own_files_is_refused_before_writing(
+    work: Path, llvm: Llvm, where: str, expected: str
+) -> None:
+    """The meta declares neither `index.args` nor `index.list` nor the `.imports` files,
+    so its own outputs-are-not-inputs check cannot see them."""
+    (work / "out/index/obj").mkdir(parents=True)
+    target = {"object": "out/index/index.args", "meta": "out/index/index.list",
+              "imports": "out/index/obj/main.o.imports"}[where]  # fmt: skip
+    meta = "meta.json"
+    if where == "meta":
+        meta = target
+        helper = "obj/helper.o"
+    else:
+        shutil.copy(work / "obj/helper.o", work / target)
+        helper = target
+    doc = meta_doc(group(obj(0, "obj/main.o"), obj(1, helper)))
+    write_meta(work, doc, meta)
+    before = (work / target).read_bytes()
+    result = run_cli(["plan", meta, "--", llvm.clang, *LINK, "-o", "app"], cwd=work)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1
+    assert expected in result.stderr
+    assert (work / target).read_bytes() == before
+    assert sorted(p.name for p in (work / "out/index").rglob("*")) == sorted(
+        Path(p).name for p in ["obj", target])
+    assert not (work / "out/plans").exists()
+
+
+def test_an_archive_repeated_on_the_link_line_is_named_once_with_both_places(
+    work: Path, llvm: Llvm
+) -> None:
+    util = prepare(work, "util", ["lib/util_a.o", "lib/util_b.o", "lib/native_member.o"])
+    doc = meta_doc(group(obj(0, "obj/main.o"), obj(1, "obj/helper.o")),
+                   group(archive(0, util)), group(archive(1, util)))  # fmt: skip
+    write_meta(work, doc)
+    result = run_cli(["plan", "meta.json", "--", llvm.clang, *LINK, "-o", "app"], cwd=work)
+    assert (result.returncode, result.stderr) == (2, (
+        "dist-lto plan: error: meta.json: /groups/2/linkables/0: archive 1 repeats archive 0"
+        " (/groups/1/linkables/0), manifest 'prep/util/manifest.json': declare each archive"
+        " once (LLD loads an archive's members once however often the link line names it, so"
+        " dropping the repeat changes nothing)\n"))  # fmt: skip
+    assert not (work / "out").exists()
+
+
+def test_lld_links_a_repeated_archive_as_if_it_were_named_once(work: Path, llvm: Llvm) -> None:
+    """What the message above says, pinned: the same binary either way."""
+    for archives, out in ((["libutil.a"], "once"), (["libutil.a", "libutil.a"], "twice")):
+        line = ["obj/main.o", "obj/helper.o", "obj/native_obj.o", *archives, "libthin.a",
+                "-Wl,--whole-archive", "libwhole.a", "-Wl,--no-whole-archive",
+                "-Wl,-T,script.ld", "-L.", "-lgreet", "-Wl,-rpath,$ORIGIN"]  # fmt: skip
+        subprocess.run([llvm.clang, *LINK, "-flto=thin", *line, "-o", out], cwd=work, check=True)
+    assert (work / "once").read_bytes() == (work / "twice").read_bytes()
+
+
+def test_a_non_ascii_module_path_is_refused_before_the_index_step(work: Path, llvm: Llvm) -> None:
+    """LLVM 22 writes `obj/hé.o` into the index files as garbage (llvm-project issue
+    194318): the plan would succeed and every backend naming the module fail."""
+    shutil.copy(work / "obj/helper.o", work / "obj/hé.o")
+    write_meta(work, meta_doc(group(obj(0, "obj/main.o"), obj(1, "obj/hé.o"))))
+    result = run_cli(["plan", "meta.json", "--", llvm.clang, *LINK, "-o", "app"], cwd=work)
+    assert (result.returncode, result.stderr) == (2, (
+        "dist-lto plan: error: meta.json: /groups/0/linkables/1 (object 1): module path"
+        " 'obj/hé.o' is not ASCII; LLVM 22 corrupts such paths in ThinLTO index files"
+        " (llvm-project issue 194318): give the object an ASCII path\n"))  # fmt: skip
+    assert not (work / "out").exists()
+    line = ["obj/main.o", "obj/hé.o", "obj/native_obj.o", "libutil.a", "libthin.a",
+            "-Wl,--whole-archive", "libwhole.a", "-Wl,--no-whole-archive",
+            "-Wl,-T,script.ld", "-L.", "-lgreet", "-Wl,-rpath,$ORIGIN"]  # fmt: skip
+    subprocess.run([llvm.clang, *LINK, "-flto=thin", *line, "-o", "app"], cwd=work, check=True)
+    assert subprocess.run(["./app"], cwd=work, capture_output=True).returncode == 0  # in-process
+    subprocess.run([llvm.clang, *LINK, "-flto=thin", *line, "-o", "app",
+                    "-Wl,--thinlto-index-only"], cwd=work, check=True)  # fmt: skip
+    table = read_index_modules(str(work / "obj/hé.o.thinlto.bc")).paths
+    assert "obj/hé.o".encode() not in table  # the LLVM bug this guards against

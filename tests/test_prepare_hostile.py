@@ -10,8 +10,11 @@ from __future__ import annotations
 import errno
 import io
 import os
+import shutil
 import subprocess
+import sys
 import tarfile
+import tempfile
 from contextlib import redirect_stderr
 from pathlib import Path
 
@@ -331,7 +334,7 @@ def test_unwritable_manifest_location_fails_before_extracting(tmp_path: Path) ->
     (tmp_path / "not-a-dir").write_text("a file where the manifest's directory should be\n")
     result = run_cli(["prepare", "--archive", "lib.a", "--objects-out", "objects",
                       "--manifest-out", "not-a-dir/m.json"], cwd=tmp_path)
-    assert result.returncode == 1
+    assert result.returncode == 2  # the path cannot name a file: bad input
     message = "dist-lto prepare: error: not-a-dir/m.json: cannot write: Not a directory\n"
     assert result.stderr == message
     assert files_under(tmp_path) == {"lib.a", "not-a-dir"}
@@ -364,3 +367,119 @@ def test_a_member_shorter_than_a_magic_is_never_bitcode(tmp_path: Path) -> None:
     archive.write_bytes(b"!<arch>\n" + ar_member(b"BC/", b"BC") + ar_member(b"\xc0\xde.o/", b"x"))
     with RegularArchive(str(archive)) as opened:
         assert [m.head for m in opened.members] == [b"BC", b"x"]
+
+
+# ---------------------------------------------------------------------------------
+# Inputs and outputs that are not plain files and directories on one file system
+
+
+@pytest.mark.parametrize("name", [b"a\nb.o", b"tab\t.o", b"esc\x1b[31m.o", b"del\x7f.o"])
+def test_a_member_name_with_a_control_character_is_refused_before_extracting(
+    tmp_path: Path, name: bytes
+) -> None:
+    archive = tmp_path / "lib.a"
+    archive.write_bytes(b"!<arch>\n" + ar_member(b"good.o/", ELF_HEAD) + bsd_member(name, ELF_HEAD))
+    char = next(c for c in name.decode() if c < " " or c == "\x7f")
+    expected = f"name contains the control character U+{ord(char):04X}"
+    assert_clean_bad_input(tmp_path, archive, expected)
+
+
+def test_a_thin_member_name_with_a_newline_is_refused(tmp_path: Path) -> None:
+    archive = tmp_path / "thin.a"
+    archive.write_bytes(gnu_archive([(b"x\ny.o", b"")], magic=b"!<thin>\n"))
+    assert_clean_bad_input(tmp_path, archive, "name contains the control character U+000A")
+
+
+def test_a_fifo_as_the_archive_is_refused_at_once(tmp_path: Path) -> None:
+    """Nothing writes to the FIFO: reading it would wait for ever."""
+    os.mkfifo(tmp_path / "lib.a")
+    result = subprocess.run(
+        [sys.executable, "-m", "dist_lto", "prepare", "--archive", "lib.a", "--objects-out",
+         "out/objects", "--manifest-out", "out/manifest.json"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert (result.returncode, result.stderr) == (
+        2, "dist-lto prepare: error: lib.a: is a FIFO, not an archive (only regular files are"
+        " read)\n")  # fmt: skip
+    assert files_under(tmp_path) == {"lib.a"}
+
+
+def test_a_character_device_as_the_archive_is_refused(tmp_path: Path) -> None:
+    status, stderr = run_prepare(tmp_path, Path("/dev/zero"))
+    assert status == 2
+    assert stderr == ("dist-lto prepare: error: /dev/zero: is a character device, not an"
+                      " archive (only regular files are read)\n")  # fmt: skip
+
+
+def other_file_system(tmp_path: Path) -> Path:
+    """A directory on /dev/shm (tmpfs), which is not the file system of `tmp_path`."""
+    shm = Path(tempfile.mkdtemp(dir="/dev/shm"))
+    assert shm.stat().st_dev != tmp_path.stat().st_dev, "/dev/shm is not another file system"
+    return shm
+
+
+def test_an_objects_directory_linked_to_another_file_system_is_filled(tmp_path: Path) -> None:
+    elsewhere = other_file_system(tmp_path)
+    try:
+        archive = tmp_path / "lib.a"
+        archive.write_bytes(gnu_archive([(b"sub/a.o", ELF_HEAD), (b"b.o", BITCODE_HEAD)]))
+        (elsewhere / "objects").mkdir()
+        (tmp_path / "out").mkdir()
+        (tmp_path / "out" / "objects").symlink_to(elsewhere / "objects")
+        status, stderr = run_prepare(tmp_path, archive)
+        assert (status, stderr) == (0, "")
+        assert files_under(elsewhere) == {"objects", "objects/sub", "objects/sub/a.o",
+                                          "objects/b.o"}  # fmt: skip
+        assert (elsewhere / "objects" / "b.o").read_bytes() == BITCODE_HEAD
+        manifest = jsonio.loads((tmp_path / "out" / "manifest.json").read_bytes())
+        assert [m["path"] for m in manifest["members"]] == ["objects/sub/a.o", "objects/b.o"]
+    finally:
+        shutil.rmtree(elsewhere)
+
+
+MOUNTED = """\
+set -e
+mount {options} out/objects
+status=0
+"$@" || status=$?
+find out -path out/objects -prune -o -print | sort
+echo ---
+(cd out/objects && find . | sort)
+umount out/objects
+exit $status
+"""
+
+
+def prepare_on_mount(tmp_path: Path, options: str) -> tuple[int, str, str]:
+    """Run prepare with `out/objects` a mount point (`mount OPTIONS out/objects`) in a
+    mount namespace of its own: (status, stderr, what was written outside and inside)."""
+    archive = tmp_path / "lib.a"
+    archive.write_bytes(gnu_archive([(b"sub/a.o", ELF_HEAD), (b"b.o", BITCODE_HEAD)]))
+    (tmp_path / "out" / "objects").mkdir(parents=True)
+    script = MOUNTED.format(options=options)
+    result = subprocess.run(
+        ["unshare", "--mount", "--map-root-user", "sh", "-c", script, "sh", sys.executable,
+         "-m", "dist_lto", "prepare", "--archive", "lib.a", "--objects-out", "out/objects",
+         "--manifest-out", "out/manifest.json"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )  # fmt: skip
+    return result.returncode, result.stderr, result.stdout
+
+
+@pytest.mark.parametrize("mount", ["tmpfs", "bind"])
+def test_an_objects_directory_that_is_a_mount_point_is_filled(tmp_path: Path, mount: str) -> None:
+    """tmpfs: another file system. A bind mount of the same file system: the same device,
+    but a rename between two mounts fails all the same (EXDEV)."""
+    (tmp_path / "bound").mkdir()
+    options = "-t tmpfs none" if mount == "tmpfs" else f"--bind {tmp_path / 'bound'}"
+    status, stderr, listing = prepare_on_mount(tmp_path, options)
+    assert (status, stderr) == (0, "")
+    assert listing == "out\nout/manifest.json\n---\n.\n./b.o\n./sub\n./sub/a.o\n"
+
+
+def test_a_read_only_objects_directory_is_named_not_the_manifest(tmp_path: Path) -> None:
+    status, stderr, listing = prepare_on_mount(tmp_path, "-t tmpfs -o ro none")
+    message = "dist-lto prepare: error: out/objects: cannot write: Read-only file system\n"
+    assert (status, stderr) == (1, message)
+    assert listing == "out\n---\n.\n"

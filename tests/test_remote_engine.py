@@ -22,7 +22,13 @@ from pathlib import Path
 import buildbarn
 import pytest
 import workloads
-from conftest import Llvm
+from conftest import DtltoLink, Llvm
+from dist_lto.jobfile import read_job_file
+from dist_lto.remote.cas import CorruptBlob, digest_of
+from dist_lto.remote.connection import RemoteFailed
+from dist_lto.remote.executor import RemoteExecutor
+from dist_lto.remote.protos import re_pb2
+from dist_lto.remote.settings import settings_from_options
 
 DIST_LTO = str(Path(sys.executable).parent / "dist-lto")
 
@@ -299,3 +305,91 @@ def test_inputs_the_engine_lacks_at_execute_time_are_uploaded_again(
     assert forced == [False, True]  # the first upload sent nothing; Execute asked again
     assert key(tree.root) and Path(job.output).stat().st_size > 0
     assert leftovers(root) == []
+
+
+class CorruptingCas:
+    """The engine's CAS, with one byte of every blob read back flipped for the first
+    `times` BatchReadBlobs calls: a storage or transport fault no engine makes on demand."""
+
+    def __init__(self, cas: object, times: int) -> None:
+        self.cas = cas
+        self.times = times
+        self.corrupted = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.cas, name)
+
+    def BatchReadBlobs(self, *args: object, **kwargs: object) -> object:
+        response = self.cas.BatchReadBlobs(*args, **kwargs)
+        if self.corrupted < self.times:
+            self.corrupted += 1
+            for item in response.responses:
+                if item.data:
+                    item.data = bytes([item.data[0] ^ 0xFF]) + item.data[1:]
+        return response
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("faults", ["once", "always"])
+def test_a_downloaded_object_that_fails_its_digest_is_never_written(
+    engine: buildbarn.Engine, tmp_path: Path, small_dtlto: DtltoLink,
+    monkeypatch: pytest.MonkeyPatch, faults: str,
+) -> None:  # fmt: skip
+    """A cached remote result whose object comes back damaged is run again (once); an
+    engine that damages every download fails the job, and nothing is written."""
+    root = tmp_path / "link"
+    shutil.copytree(small_dtlto.root, root)
+    for output in root.glob("*.native.o"):
+        output.unlink()
+    monkeypatch.chdir(root)
+    files = read_job_file(small_dtlto.job_file)
+    settings = settings_from_options(engine.address, fresh_instance(), [], None)
+    (job,) = [j for j in files.jobs if j.module == "main.o"]
+    first = RemoteExecutor(files, settings)
+    assert first.run(job).how == "executed remotely"
+    first.close()
+    good = Path(job.output).read_bytes()
+    Path(job.output).unlink()
+    executor = RemoteExecutor(files, settings)
+    cas = CorruptingCas(executor.connection.cas, 1 if faults == "once" else 1000)
+    executor.connection.cas = cas  # type: ignore[assignment]
+    try:
+        if faults == "once":
+            outcome = executor.run(job)
+            assert cas.corrupted == 1
+            ((what, why),) = outcome.damage
+            assert what == f"remote result of {job.output}"
+            assert why.endswith(f"came back corrupted ({len(good)} bytes with another digest)")
+            assert Path(job.output).read_bytes() == good
+        else:
+            with pytest.raises(RemoteFailed, match="came back corrupted"):
+                executor.run(job)
+            assert cas.corrupted == 3  # two cached results, then a fresh execution's
+            assert not Path(job.output).exists()
+    finally:
+        executor.close()
+    assert leftovers(root) == []
+
+
+def test_inlined_output_contents_are_checked_against_their_digest(
+    tmp_path: Path, small_dtlto: DtltoLink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "link"
+    shutil.copytree(small_dtlto.root, root)
+    monkeypatch.chdir(root)
+    files = read_job_file(small_dtlto.job_file)
+    job = files.jobs[0]
+    good = Path(job.output).read_bytes()
+    Path(job.output).unlink()
+    executor = RemoteExecutor.__new__(RemoteExecutor)  # no engine: only `_finish` runs
+    executor.files = files
+    executor.settings = settings_from_options("grpc://127.0.0.1:1", None, [], None)
+    result = re_pb2.ActionResult(exit_code=0)
+    damaged = bytes([good[0] ^ 0xFF]) + good[1:]
+    result.output_files.add(path=job.output, digest=digest_of(good), contents=damaged)
+    with pytest.raises(CorruptBlob, match="came back corrupted"):
+        executor._finish(job, result, {job.output: job.output}, "a")
+    assert not Path(job.output).exists() and leftovers(root) == []
+    result.output_files[0].contents = good
+    executor._finish(job, result, {job.output: job.output}, "a")
+    assert Path(job.output).read_bytes() == good

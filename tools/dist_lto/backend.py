@@ -28,7 +28,7 @@ import os
 
 from dist_lto.errors import EXIT_INTERNAL, BadInput, DistLtoError
 from dist_lto.fsutil import remove_quietly, temp_path_for
-from dist_lto.thinlto_index import read_index_modules
+from dist_lto.thinlto_index import module_has_hash, read_index_modules
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (milliseconds)
 if TYPE_CHECKING:
@@ -57,14 +57,21 @@ def read_head(path: str, what: str, size: int = 64) -> bytes:
 
 
 def exit_status(wait_status: int) -> int:
-    """An action's exit status for a child's wait status: its code, or 128+N for signal N."""
-    code = os.waitstatus_to_exitcode(wait_status)
-    return _SIGNAL_EXIT_BASE - code if code < 0 else code
+    """A child's wait status as its exit code, or -N when signal N killed it (as
+    `os.waitstatus_to_exitcode`): a compiler that exits 137 was not killed."""
+    return os.waitstatus_to_exitcode(wait_status)
+
+
+def action_status(status: int) -> int:
+    """What an action exits with for a child's `exit_status`: its code, or 128+N for
+    signal N (the convention remote executors retry on)."""
+    return _SIGNAL_EXIT_BASE - status if status < 0 else status
 
 
 def describe_status(status: int) -> str:
-    if status > _SIGNAL_EXIT_BASE:
-        number = status - _SIGNAL_EXIT_BASE
+    """For an `exit_status` (a remote result's exit code is never negative)."""
+    if status < 0:
+        number = -status
         try:
             name = _signal.strsignal(number) or ""
         except ValueError:
@@ -89,6 +96,9 @@ def check_primary(module: str, index: str) -> None:
         return
     wanted = os.fsencode(module)
     if wanted in modules.paths:
+        expected = modules.hashes[modules.paths.index(wanted)]
+        if any(expected):
+            _check_module_hash(module, index, expected)
         return
     known = [os.fsdecode(p) for p in modules.paths]
     hint = _closest(module, known)
@@ -102,6 +112,32 @@ def check_primary(module: str, index: str) -> None:
         f"{index}: module {module!r} is not in this index ({found}); clang would not treat"
         " it as the primary module and would write an object without its code"
     )
+
+
+def _check_module_hash(module: str, index: str, expected: tuple[int, ...]) -> None:
+    """Fail when `module` is not the build of it that `index` was made from: clang would
+    compile the module's current code with imports and decisions made for its old code,
+    and exit 0 (the index step records each module's hash; LLVM writes it into the
+    module). A module that cannot be read or parsed is left to clang to report."""
+    try:
+        fd = os.open(module, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO: no wait
+    except OSError:
+        return
+    try:
+        info = os.fstat(fd)
+        if info.st_mode & 0o170000 != 0o100000:  # not a regular file: clang's to read
+            return
+        data = os.read(fd, info.st_size + 1)
+        same = module_has_hash(data, expected)
+    except (OSError, ValueError):
+        return
+    finally:
+        os.close(fd)
+    if same is False:
+        raise BadInput(
+            f"{index}: made for another build of {module!r} (the module's hash differs from"
+            " the one the index step recorded): the index is stale; run the index step again"
+        )
 
 
 def _closest(module: str, known: list[str]) -> str | None:
@@ -203,6 +239,57 @@ def raise_stop(signum: int, _frame: object) -> None:
     raise StopRequested(signum)
 
 
+def stop_reason(signum: int) -> str:
+    """The message for a stop by `signum`: the signal, or why `stop_with_parent` sent it."""
+    parent = gone_parent()
+    if parent and signum == _signal.SIGHUP:
+        return f"stopped: the process that started it (pid {parent}) has gone"
+    return f"stopped by signal {signum}"
+
+
+PARENT_POLL_SECONDS = 0.2
+"""How often `stop_with_parent`'s thread looks for its parent."""
+_watched_parent = 0
+"""The parent `stop_with_parent` watches (0: none)."""
+
+
+def gone_parent() -> int:
+    """The pid of the parent `stop_with_parent` watches once it has gone, else 0."""
+    if _watched_parent and os.getppid() != _watched_parent:
+        return _watched_parent
+    return 0
+
+
+def stop_with_parent() -> None:
+    """Stop as on SIGHUP once the process that started this one has gone.
+
+    A linker or build action killed alone (SIGKILL to `ld.lld`, a build system stopping
+    only its direct child) leaves its children running, reparented: a distributor would
+    go on compiling and write objects nobody links or removes. A thread polls
+    `getppid()` and sends this process SIGHUP when it changes, so the usual stop path
+    runs: compilers stopped, temporaries removed, nothing half-written. Polling, not
+    `prctl(PR_SET_PDEATHSIG)`: that fires when the parent *thread* that spawned us ends
+    (a linker's worker thread may), and its `ctypes` costs the opt path more than this
+    whole module; `_thread` and a lock's timeout cost no import.
+    """
+    import _thread
+
+    global _watched_parent
+    parent = os.getppid()
+    if parent <= 1:
+        return  # started by init, or orphaned already: there is nothing to watch
+    _watched_parent = parent
+
+    def watch() -> None:
+        pause = _thread.allocate_lock()
+        pause.acquire()
+        while os.getppid() == parent:
+            pause.acquire(timeout=PARENT_POLL_SECONDS)
+        os.kill(os.getpid(), _signal.SIGHUP)
+
+    _thread.start_new_thread(watch, ())
+
+
 def _catch_stop_signals() -> dict[int, object]:
     try:
         return {sig: _signal.signal(sig, raise_stop) for sig in _FORWARDED_SIGNALS}
@@ -230,8 +317,12 @@ def spawn(
         raise BadInput(f"{argv[0]}: cannot run: {err.strerror}") from None
 
 
-def run_tool(argv: list[str], on_start: "Callable[[int], None] | None" = None) -> tuple[int, bytes]:
-    """Run `argv` (stdout inherited, stderr captured) and return (exit status, stderr).
+def run_tool(
+    argv: list[str],
+    on_start: "Callable[[int], None] | None" = None,
+    env: "Mapping[str, str] | None" = None,
+) -> tuple[int, bytes]:
+    """Run `argv` (stdout inherited, stderr captured) and return (`exit_status`, stderr).
 
     `on_start(pid)` is called once the child runs and before it can be reaped, so a
     distributor can pin it (`os.pidfd_open`) and stop it from another thread.
@@ -248,7 +339,7 @@ def run_tool(argv: list[str], on_start: "Callable[[int], None] | None" = None) -
     mask = {} if held is None else {"setsigmask": held}
     try:
         try:
-            pid = spawn(argv, os.environ, [(os.POSIX_SPAWN_DUP2, write_end, 2)], **mask)
+            pid = spawn(argv, env or os.environ, [(os.POSIX_SPAWN_DUP2, write_end, 2)], **mask)
         finally:
             os.close(write_end)
         try:
@@ -264,7 +355,7 @@ def run_tool(argv: list[str], on_start: "Callable[[int], None] | None" = None) -
             os.kill(pid, stop.signum)
             os.waitpid(pid, 0)
             raise DistLtoError(
-                f"stopped by signal {stop.signum} while {argv[0]} ran",
+                f"{stop_reason(stop.signum)} while {argv[0]} ran",
                 status=_SIGNAL_EXIT_BASE + stop.signum,
             ) from None
     finally:
@@ -300,8 +391,9 @@ def run_backend(
     Appends `-o <temporary>` and, with `dwo`, the split-DWARF flags; checks everything
     the module docstring lists; renames the results into place. Returns clang's stderr
     (warnings) on success; raises BackendFailed (clang's status) or BadInput otherwise.
-    `runner(argv, on_start)` runs clang: `run_tool` unless given (a distributor's fork
-    server, `forkserver.ForkServer.run`).
+    `runner(argv, on_start)` runs clang: `run_tool` with TMPDIR in the private directory
+    unless given (a distributor's fork server, `forkserver.ForkServer.run`; the
+    distributor gives all its compilers a private TMPDIR of its own).
     """
     prepare_outputs(output, dwo)
     work = _private_dir(output)
@@ -313,10 +405,15 @@ def run_backend(
         argv = [*command, "-o", tmp]
         if dwo and tmp_dwo:
             argv += split_dwarf_flags(dwo, tmp_dwo)
-        status, stderr = (runner or run_tool)(argv, on_start)
+        if runner is None:
+            # A crashing clang writes its reproducer (preprocessed source, run script)
+            # under TMPDIR: here, the private directory that goes when we do.
+            status, stderr = run_tool(argv, on_start, {**os.environ, "TMPDIR": work})
+        else:
+            status, stderr = runner(argv, on_start)
         if status != 0:
             raise BackendFailed(
-                f"{module}: {argv[0]} {describe_status(status)}", status=status,
+                f"{module}: {argv[0]} {describe_status(status)}", status=action_status(status),
                 detail=stderr.decode(errors="replace"),
             )  # fmt: skip
         problem = object_problem(tmp)

@@ -17,7 +17,15 @@ import sys
 import threading
 import time
 
-from dist_lto.backend import StopRequested, check_primary, raise_stop, run_backend, run_tool
+from dist_lto import backend
+from dist_lto.backend import (
+    StopRequested,
+    check_primary,
+    raise_stop,
+    run_backend,
+    run_tool,
+    stop_with_parent,
+)
 from dist_lto.cli import scan
 from dist_lto.errors import EXIT_INTERNAL, BadInput, DistLtoError
 from dist_lto.fsutil import remove_quietly
@@ -405,6 +413,8 @@ class Distribution:
         """0, or the signal sent to running compilers once the distribution stops."""
         self.failure: DistLtoError | None = None
         self.cache_warned = False
+        self.remote_damage: list[tuple[str, str]] = []
+        """(what, why) for every remote result refused for a blob that failed its digest."""
         self.fork_server_warned = False
         self.children: dict[int, int] = {}
         """Job number -> pidfd (or pid where pidfds do not exist) of its running compiler."""
@@ -426,8 +436,9 @@ class Distribution:
                         self.reporter.progress(self.done, self.cached, self.running)
             except StopRequested as stop:
                 self._halt(stop.signum, threads)
+                self.remove_outputs()
                 raise DistLtoError(
-                    f"stopped by signal {stop.signum}", status=128 + stop.signum
+                    backend.stop_reason(stop.signum), status=128 + stop.signum
                 ) from None
             except BaseException:
                 self._halt(_signal.SIGTERM, threads)
@@ -452,6 +463,13 @@ class Distribution:
             self._stop_children(signum)
         for thread in threads:
             thread.join()
+
+    def remove_outputs(self) -> None:
+        """Remove the outputs of every job that ran: once stopped, no link will use them,
+        and a linker that was killed cannot remove them any more."""
+        for job in self.order[: self.next]:
+            for output in job.outputs:
+                remove_quietly(output)
 
     def _stop_children(self, signum: int) -> None:
         """Called with the lock held."""
@@ -517,6 +535,7 @@ class Distribution:
 
         assert self.remote is not None
         outcome = self.remote.run(job)
+        self.remote_damage.extend(outcome.damage)
         if outcome.stderr:
             with self.lock:
                 self.reporter.warnings(outcome.stderr)
@@ -673,6 +692,70 @@ def _open_cache(
     return cache, KeyMaker(files, identity)
 
 
+def _private_tmpdir() -> str | None:
+    """Point TMPDIR at a new directory, removed when the distribution ends: a compiler that
+    crashes writes its reproducer files (preprocessed source, run script) there, and a
+    link must not leave them in the user's temporary directory. None when it cannot be
+    made (then TMPDIR stays as it is)."""
+    import tempfile
+
+    try:
+        path = tempfile.mkdtemp(prefix="dist-lto-")
+    except OSError:
+        return None
+    os.environ["TMPDIR"] = path
+    return path
+
+
+def _check_module_paths(files: JobFile) -> None:
+    """Refuse a job file whose modules have non-ASCII paths before any backend runs: LLD
+    22 wrote them into the indexes as garbage (llvm-project issue 194318), so every
+    backend that names one would fail, each with a message about a missing module."""
+    for job in files.jobs:
+        for i, path in enumerate(job.inputs):
+            if i != 1 and not path.isascii():
+                raise BadInput(
+                    f"{files.path}: job {job.number + 1} ({job.module}): module path {path!r}"
+                    " is not ASCII; LLVM 22 corrupts such paths in ThinLTO index files"
+                    " (llvm-project issue 194318): give the object an ASCII path, or link"
+                    " with in-process ThinLTO"
+                )
+
+
+def _remove_linker_temporaries(files: JobFile, pid: int) -> None:
+    """Remove what LLD (process `pid`, gone) wrote for this link and would have removed
+    at its end: the job file, each job's index and the archive members it extracted.
+    Only files named after its process id: `prog.<pid>.dist-file.json`,
+    `<output>.thinlto.bc` for outputs `<module>.<job>.<pid>.native.o`, and members
+    `lib.a(m.o at N).<job>.<pid in hex>.o`."""
+    job_file = f"{os.path.basename(files.linker_output)}.{pid}.dist-file.json"
+    if os.path.basename(files.path) == job_file:
+        remove_quietly(files.path)
+    member_suffix = f".{pid:X}.o"
+    for job in files.jobs:
+        if job.output.endswith(f".{pid}.native.o") and job.index == job.output + ".thinlto.bc":
+            remove_quietly(job.index)
+        for path in job.inputs:
+            if path.endswith(member_suffix) and " at " in path and "(" in path:
+                remove_quietly(path)
+
+
+def _report_damage(distribution: Distribution, reporter: Reporter) -> None:
+    """One warning for every damaged result this link refused (cache entries evicted,
+    remote blobs that did not match their digests): each job ran again instead."""
+    damaged = list(distribution.cache.evicted) if distribution.cache is not None else []
+    damaged += distribution.remote_damage
+    if not damaged:
+        return
+    where, problem = damaged[0]
+    more = f" (and {len(damaged) - 1} more)" if len(damaged) > 1 else ""
+    with distribution.lock:
+        reporter.note(
+            f"warning: {len(damaged)} damaged cached result{'s' if len(damaged) > 1 else ''}"
+            f" not used, the jobs ran again: {where}: {problem}{more}"
+        )
+
+
 def _fork_server_library(files: JobFile, settings: Settings, reporter: Reporter) -> str | None:
     """The fork server's preload library, or None (said with --verbose, or as a warning
     when it cannot be built) where compilers are to be started directly."""
@@ -693,9 +776,11 @@ def _fork_server_library(files: JobFile, settings: Settings, reporter: Reporter)
 
 
 def main(argv: list[str]) -> int:
+    stop_with_parent()
     opts = parse_args(argv)
     settings = Settings(opts)
     files = read_job_file(opts.job_file)
+    _check_module_paths(files)
     reporter = Reporter(len(files.jobs), verbose=settings.verbose, tty=sys.stderr.isatty())
     if not files.jobs:
         return 0
@@ -706,6 +791,7 @@ def main(argv: list[str]) -> int:
 
         remote = RemoteExecutor(files, settings.remote)
     preload = _fork_server_library(files, settings, reporter)
+    private_tmp = _private_tmpdir()
     distribution = Distribution(files, settings.jobs, reporter, cache, keys, remote, preload)
     if settings.verbose:
         reporter.note(
@@ -716,9 +802,24 @@ def main(argv: list[str]) -> int:
         )
     try:
         distribution.run()
+    except DistLtoError:
+        if not backend.gone_parent():
+            raise
+        # The linker died first; what failed since (its indexes vanished) is the symptom.
+        distribution.remove_outputs()
+        raise DistLtoError(
+            backend.stop_reason(_signal.SIGHUP), status=128 + _signal.SIGHUP
+        ) from None
     finally:
         if remote is not None:
             remote.close()
+        _report_damage(distribution, reporter)
+        if backend.gone_parent():
+            _remove_linker_temporaries(files, backend.gone_parent())
+        if private_tmp is not None:
+            import shutil
+
+            shutil.rmtree(private_tmp, ignore_errors=True)
     if cache is not None and distribution.stored:
         try:
             pruned = cache.prune()

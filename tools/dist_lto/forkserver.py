@@ -18,7 +18,7 @@ directory (whatever --cache-dir says: it belongs to this machine).
 import os
 import sys
 
-from dist_lto.backend import exit_status, run_tool, spawn
+from dist_lto.backend import describe_status, exit_status, run_tool, spawn
 from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.fsutil import remove_quietly, temp_path_for
 from dist_lto.toolchain import which
@@ -95,7 +95,7 @@ def _build(compiler: str, output: str) -> None:
     if status != 0:
         lines = stderr.decode(errors="replace").strip().splitlines()
         raise DistLtoError(
-            f"cannot build {output}: {compiler} exited with status {status}"
+            f"cannot build {output}: {compiler} {describe_status(status)}"
             + (f": {lines[-1]}" if lines else "")
         )
 

@@ -16,6 +16,7 @@ from dist_lto.backend import (
     read_head,
     run_backend,
     split_dwarf_flags,
+    stop_with_parent,
 )
 from dist_lto.cli import scan
 from dist_lto.errors import BadInput
@@ -172,6 +173,7 @@ def main(argv: list[str]) -> int:
         print(_quote_command(command + _output_flags(opts)))
         return 0
     check_primary(opts.input, opts.index)
+    stop_with_parent()
     warnings = run_backend(command, module=opts.input, output=opts.out, dwo=opts.dwo)
     if warnings:
         sys.stderr.buffer.write(warnings)

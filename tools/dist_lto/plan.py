@@ -117,6 +117,17 @@ def _inside(path: str, directory: str) -> str | None:
     return None
 
 
+def non_ascii_module(path: str, where: str) -> BadInput:
+    """LLVM 22 writes a module path with a byte above 0x7F into an individual index's
+    module table as garbage (`fé.o` becomes `f\xc3\xff\xff\xff`; llvm-project issue
+    194318), so no backend finds its module or its imports: refused before the index
+    step, however the link would run."""
+    return BadInput(
+        f"{where}: module path {path!r} is not ASCII; LLVM 22 corrupts such paths in"
+        " ThinLTO index files (llvm-project issue 194318): give the object an ASCII path"
+    )
+
+
 class _Planner:
     def __init__(self, meta: Meta) -> None:
         self.meta = meta
@@ -130,7 +141,16 @@ class _Planner:
             module = _Module(o.path, -1, o.index, o)
             self._add(module)
             self.object_modules[o.index] = module
+        declared: dict[str, ArchiveInput] = {}
         for a in meta.archives():
+            first = declared.setdefault(posixpath.normpath(a.manifest), a)
+            if first is not a:
+                raise BadInput(
+                    f"{meta.file}: {a.pointer}: archive {a.index} repeats archive {first.index}"
+                    f" ({first.pointer}), manifest {a.manifest!r}: declare each archive once"
+                    " (LLD loads an archive's members once however often the link line names"
+                    " it, so dropping the repeat changes nothing)"
+                )
             manifest = read_manifest(a.manifest)
             base = posixpath.dirname(a.manifest)
             members: list[tuple[Member, _Module]] = []
@@ -141,6 +161,9 @@ class _Planner:
                 members.append((m, module))
             rels = _member_rels(manifest.members)
             self.archives[a.index] = _Archive(a, manifest, whole[a.index], members, rels)
+        for module in modules.values():
+            if not module.name.isascii():
+                raise non_ascii_module(module.name, module.describe(meta.file))
         self.plain = all_plain(list(modules))
         if not self.plain:
             self._normalised()  # reports two spellings of one file
@@ -206,6 +229,33 @@ class _Planner:
                     src
                     if inside is not None
                     else posixpath.join(archive.input.index_dir, rel + index_step.INDEX_SUFFIX)
+                )
+
+    def own_outputs_are_not_inputs(self) -> None:
+        """Refuse an input (object, member, manifest, the meta file) at a path the index
+        step itself writes under the index directory (`index.args`, `index.list`, an
+        index or imports file): the meta cannot declare those, so its own check misses
+        them, and the index step would overwrite the input before anything failed."""
+        layout, file = self.layout, self.meta.file
+        own = {norm(layout.args_file): "its argument file", norm(layout.list_file): "its list"}
+        prefix = norm(layout.prefix.rstrip("/")) + "/"
+        inputs = [(module.name, module.describe(file)) for module in self.modules.values()]
+        inputs += [(a.input.manifest, f"{file}: {a.input.pointer} (its manifest)")
+                   for a in self.archives.values()]  # fmt: skip
+        inputs.append((file, "the meta file"))
+        for path, where in inputs:
+            spelled = norm(path)
+            what = own.get(spelled)
+            if what is None and spelled.startswith(prefix):
+                for suffix, kind in ((index_step.INDEX_SUFFIX, "index"),
+                                     (index_step.IMPORTS_SUFFIX, "imports list")):  # fmt: skip
+                    module = spelled[len(prefix) : -len(suffix)]
+                    if spelled.endswith(suffix) and module in self.modules:
+                        what = f"the {kind} of {module!r}"
+            if what is not None:
+                raise BadInput(
+                    f"{where}: {path!r} is where the index step writes {what} (under the"
+                    f" index_dir {self.meta.index_dir!r}); it would be overwritten"
                 )
 
     def archive_index_name(self, archive: _Archive, module: _Module, rel: str) -> str:
@@ -599,6 +649,7 @@ def _plan(meta_path: str, command: list[str], *, replay: bool, jobs: int) -> Non
         planner = _Planner(meta)
         planner.place_index_files()
         if not replay:
+            planner.own_outputs_are_not_inputs()
             planner.run_index(command)
             if large:
                 prefetch = index_step.ImportsPrefetch(list_file)

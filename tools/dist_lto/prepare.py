@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from dist_lto import fsutil, jsonio
 from dist_lto.ar_headers import ARCH_MAGIC, THIN_MAGIC, read_thin_members
-from dist_lto.errors import BadInput, DistLtoError
+from dist_lto.errors import BadInput
 from dist_lto.thinlto_index import is_bitcode
 
 if TYPE_CHECKING:
@@ -208,6 +208,16 @@ def _decode(name: bytes, archive: str, position: int) -> str:
         raise BadInput(f"{archive}: member {shown} (position {position}): {problem}") from None
 
 
+def _check_name_characters(archive: str, name: str, position: int) -> None:
+    """Refuse a name with a control character (a newline, a NUL, an escape): it would be
+    extracted, then break every line-based file that names it (`.imports`, argument
+    files) and every message that shows it."""
+    for char in name:
+        if char < " " or char == "\x7f":
+            problem = f"name contains the control character U+{ord(char):04X}"
+            raise _member_error(archive, name, position, problem)
+
+
 def _member_error(archive: str, name: str, position: int, problem: str) -> BadInput:
     return BadInput(f"{archive}: member {name!r} (position {position}): {problem}")
 
@@ -225,6 +235,7 @@ def prepare_regular(
         safe: list[str] = []
         for position, member in enumerate(members):
             name = _decode(member.name, archive_path, position)
+            _check_name_characters(archive_path, name, position)
             kind = _REJECTED_TYPES.get(stat.S_IFMT(member.mode))
             if kind:
                 problem = f"is {kind} (mode {member.mode:o}); only regular files are extracted"
@@ -304,8 +315,7 @@ def _extract(
             finally:
                 os.close(fd)
     except OSError as err:
-        where = os.path.join(objects_dir, current)
-        raise DistLtoError(f"{where}: cannot write: {err.strerror}") from None
+        raise fsutil.write_failure(err, os.path.join(objects_dir, current)) from None
     finally:
         os.close(root)
 
@@ -319,8 +329,7 @@ def prepare_thin(archive_path: str, data: bytes, outputs: Outputs) -> list[Entry
     entries: list[Entry] = []
     for position, member in enumerate(members):
         name = _decode(member.name, archive_path, position)
-        if "\0" in name:
-            raise _member_error(archive_path, name, position, "name contains a NUL byte")
+        _check_name_characters(archive_path, name, position)
         # The linker opens the member as dirname(archive)/name through the kernel;
         # the manifest spells it relative to its own directory, resolved lexically.
         opened = os.path.join(linker_base, name)
@@ -370,13 +379,24 @@ def _probe(path: str, archive: str, name: str, position: int) -> tuple[os.stat_r
 
 
 def _read_magic(path: str) -> bytes:
+    """The archive's first bytes; BadInput unless it is a regular file (a FIFO would
+    block the read, a device would never end)."""
     try:
-        with open(path, "rb") as f:
-            return f.read(len(ARCH_MAGIC))
-    except IsADirectoryError:
-        raise BadInput(f"{path}: is a directory, not an archive") from None
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as err:
         raise BadInput(f"{path}: cannot read: {err.strerror}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise BadInput(f"{path}: is a directory, not an archive")
+        if not stat.S_ISREG(mode):
+            kind = _REJECTED_TYPES.get(stat.S_IFMT(mode), "not a regular file")
+            raise BadInput(f"{path}: is {kind}, not an archive (only regular files are read)")
+        return os.read(fd, len(ARCH_MAGIC))
+    except OSError as err:
+        raise BadInput(f"{path}: cannot read: {err.strerror}") from None
+    finally:
+        os.close(fd)
 
 
 def _read_all(path: str) -> bytes:
@@ -404,12 +424,16 @@ def prepare(archive_path: str, objects_dir: str, manifest: str) -> dict[str, Any
     made = Created()
     target = objects_dir.rstrip("/") or objects_dir
     placed = False
+    writing = manifest
+    """The output an OSError now is about (the error's own file name may be a temporary)."""
     try:
         _make_directories(os.path.dirname(manifest), made)
+        writing = objects_dir
         _make_directories(os.path.dirname(target), made)
-        staging = fsutil.temp_path_for(target)
+        staging = _staging_path(target)
         os.mkdir(staging)
         made.directories.append(staging)
+        writing = manifest
         with fsutil.atomic_output(manifest) as temporary, open(temporary, "wb") as out:
             if magic == THIN_MAGIC:
                 entries = prepare_thin(archive_path, _read_all(archive_path), outputs)
@@ -423,22 +447,42 @@ def prepare(archive_path: str, objects_dir: str, manifest: str) -> dict[str, Any
             }
             out.write(jsonio.dumps(document))
         placed = True
-        _publish(staging, target)
+        writing = objects_dir
+        _publish(staging, target, made)
     except BaseException as err:
         if placed:
             fsutil.remove_quietly(manifest)
         made.remove()
         if isinstance(err, OSError):
-            raise DistLtoError(f"{manifest}: cannot write: {err.strerror}") from None
+            raise fsutil.write_failure(err, writing) from None
         raise
     return document
 
 
-def _publish(staging: str, objects_dir: str) -> None:
+def _staging_path(objects_dir: str) -> str:
+    """Where members are extracted before they are published: beside the objects
+    directory, so that one rename publishes it whole; inside it when it exists on
+    another file system than its parent (a mount point, or a symbolic link to a
+    directory elsewhere), where a rename from beside it would fail with EXDEV."""
+    beside = fsutil.temp_path_for(objects_dir)
+    try:
+        here = os.stat(objects_dir)
+        parent = os.stat(os.path.dirname(os.path.abspath(objects_dir)))
+    except OSError:
+        return beside  # missing: created by the rename
+    if os.path.islink(objects_dir) or here.st_dev != parent.st_dev:
+        return os.path.join(objects_dir, os.path.basename(beside))
+    return beside
+
+
+def _publish(staging: str, objects_dir: str, made: Created) -> None:
     """Make the staging directory the objects directory with one rename (it replaces an
-    empty directory). A symbolic link to the directory, or a mount point, cannot be
-    replaced: the entries move in one by one instead."""
-    if not os.path.islink(objects_dir):
+    empty directory). A staging directory inside it (`_staging_path`), a symbolic link
+    to the directory, or a mount point cannot be renamed over it: the entries move in
+    one by one instead, and are copied where even that crosses file systems (a bind
+    mount of the same file system, which `_staging_path` cannot tell)."""
+    inside = os.path.dirname(staging) == (objects_dir.rstrip("/") or objects_dir)
+    if not inside and not os.path.islink(objects_dir):
         try:
             os.rename(staging, objects_dir)
             return
@@ -448,8 +492,38 @@ def _publish(staging: str, objects_dir: str) -> None:
             if err.errno not in (errno.EBUSY, errno.EINVAL, errno.EXDEV):
                 raise
     for name in sorted(os.listdir(staging)):
-        os.rename(os.path.join(staging, name), os.path.join(objects_dir, name))
+        source, final = os.path.join(staging, name), os.path.join(objects_dir, name)
+        try:
+            os.rename(source, final)
+        except OSError as err:
+            if err.errno != errno.EXDEV:
+                raise
+            _copy_across(source, final)
+        (made.directories if os.path.isdir(final) else made.files).append(final)
     os.rmdir(staging)
+
+
+def _copy_across(source: str, final: str) -> None:
+    """Copy an extracted file or directory to another file system, through a temporary
+    name, then remove the source."""
+    import shutil
+
+    temporary = fsutil.temp_path_for(final)
+    try:
+        if os.path.isdir(source):
+            shutil.copytree(source, temporary, symlinks=True)
+        else:
+            shutil.copyfile(source, temporary)
+        os.rename(temporary, final)
+    except BaseException:
+        if os.path.isdir(temporary):
+            shutil.rmtree(temporary, ignore_errors=True)
+        fsutil.remove_quietly(temporary)
+        raise
+    if os.path.isdir(source):
+        shutil.rmtree(source)
+    else:
+        os.unlink(source)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -10,19 +10,25 @@ hashed in parts (`thinlto_index.read_index_records`): its module paths mapped to
 same placeholders, its summary with every value named by its GUID
 (`canonical_summary`), the rest as written. Value: the job's outputs, as files.
 
-Layout under the cache directory (version 1):
+Layout under the cache directory (version 2):
 
-    v1/entries/<2 hex>/<key>/<i>   output i of a job; the entry directory's mtime is
+    v2/entries/<2 hex>/<key>/<i>   output i of a job; the entry directory's mtime is
                                    its last use
-    v1/tmp/                        entries being written or deleted
-    v1/compilers/<hash>.json       a compiler's identity, kept while its files' stats
+    v2/entries/<2 hex>/<key>/sums  the size and SHA-256 of every output (JSON)
+    v2/tmp/                        entries being written or deleted
+    v2/compilers/<hash>.json       a compiler's identity, kept while its files' stats
                                    stay the same (the distributor keeps these in the
                                    per-user directory, whatever the cache directory)
 
-Entries are written in `tmp/` and renamed into place whole, so a reader sees a complete
-entry or none; an entry is deleted by renaming it into `tmp/` first, so two links
-pruning at once never delete half an entry, and a reader that loses the race sees a
-miss. Every restored object is checked like a compiled one (`backend.object_problem`).
+Entries are written in `tmp/` and renamed into place whole, sums included, so a reader
+sees a complete entry or none; an entry is deleted by renaming it into `tmp/` first, so
+two links pruning at once never delete half an entry, and a reader that loses the race
+sees a miss. A disk fault, a bad copy or another user of a shared cache can still change
+an entry's files in place, and a changed object can pass every structural check and
+link into a wrong program: so every restore hashes what it copies and compares it with
+the entry's sums, and an entry that differs (or lacks its sums) is evicted, recorded in
+`ResultCache.evicted` and treated as a miss. Every restored object is also checked like
+a compiled one (`backend.object_problem`).
 """
 
 import errno
@@ -38,7 +44,9 @@ from dist_lto.jsonio import loads
 from dist_lto.thinlto_index import read_index_records
 from dist_lto.toolchain import which
 
-LAYOUT = "v1"
+LAYOUT = "v2"
+"""v2: entries carry their outputs' sums (v1 entries had none and are never read)."""
+SUMS = "sums"
 KEY_SCHEME = b"dist-lto result cache 1\0"
 """Changes whenever the key's composition changes, so old entries are never misread."""
 DEFAULT_MAX_SIZE = 2 << 30
@@ -310,6 +318,8 @@ class ResultCache:
         self.max_size = max_size
         self.entries = os.path.join(root, LAYOUT, "entries")
         self.tmp = os.path.join(root, LAYOUT, "tmp")
+        self.evicted: list[tuple[str, str]] = []
+        """(entry, what was wrong) for every damaged entry `restore` deleted."""
 
     def create(self) -> None:
         """Make the directories; OSError if the cache cannot be used."""
@@ -322,26 +332,40 @@ class ResultCache:
     def restore(self, key: str, outputs: list[str]) -> bool:
         """Put the entry's files at `outputs` (each through a temporary and a rename).
 
-        False, with nothing written, when there is no complete entry or its object fails
-        the checks a compiled one must pass (such an entry is deleted).
+        False, with nothing written, when there is no complete entry, or when the entry is
+        damaged: its files differ from its sums, or its object fails the checks a compiled
+        one must pass. A damaged entry is deleted and added to `evicted`.
         """
         entry = self.entry(key)
         temps: list[str] = []
         try:
-            for i, output in enumerate(outputs):
-                tmp = temp_path_for(output)
-                temps.append(tmp)
-                _copy(os.path.join(entry, str(i)), tmp)
+            sums = _read_sums(entry)
+            problem = None
+            if sums is None:
+                problem = "its sums are missing or malformed"
+            elif len(sums) != len(outputs):
+                problem = f"it holds {len(sums)} outputs, the job has {len(outputs)}"
+            else:
+                for i, output in enumerate(outputs):
+                    tmp = temp_path_for(output)
+                    temps.append(tmp)
+                    if _copy(os.path.join(entry, str(i)), tmp) != sums[i]:
+                        problem = f"output {i} differs from its recorded size and SHA-256"
+                        break
         except FileNotFoundError:
             _remove_all(temps)
-            return False
+            if os.path.isdir(entry):  # entries appear and go whole: this one lost a file
+                return self._evict(entry, "a file of it is missing")
+            return False  # no entry, or pruned while we read it
         except BaseException:
             _remove_all(temps)
             raise
-        if object_problem(temps[0]) is not None:
+        if problem is None:
+            found = object_problem(temps[0])
+            problem = None if found is None else f"its object {found}"
+        if problem is not None:
             _remove_all(temps)
-            self._delete(entry)
-            return False
+            return self._evict(entry, problem)
         done = 0
         try:
             for tmp, output in zip(temps, outputs, strict=True):
@@ -357,16 +381,26 @@ class ResultCache:
             pass
         return True
 
+    def _evict(self, entry: str, problem: str) -> bool:
+        """Delete a damaged entry and remember why; False (a miss) for `restore`."""
+        if self._delete(entry):
+            self.evicted.append((entry, problem))  # list.append: safe across threads
+        return False
+
     def store(self, key: str, outputs: list[str]) -> None:
-        """Copy `outputs` into a new entry; a link that stored the same key first wins."""
+        """Copy `outputs` into a new entry with their sums; a link that stored the same
+        key first wins."""
         entry = self.entry(key)
         if os.path.isdir(entry):
             return
         staging = os.path.join(self.tmp, f"{key}.{os.getpid()}.{os.urandom(4).hex()}")
         os.mkdir(staging)
         try:
-            for i, output in enumerate(outputs):
-                _copy(output, os.path.join(staging, str(i)))
+            sums = [
+                _copy(output, os.path.join(staging, str(i))) for i, output in enumerate(outputs)
+            ]
+            with open(os.path.join(staging, SUMS), "wb") as f:
+                f.write(json.dumps([{"size": n, "sha256": h} for n, h in sums]).encode())
             os.makedirs(os.path.dirname(entry), exist_ok=True)
             try:
                 os.rename(staging, entry)
@@ -416,7 +450,11 @@ class ResultCache:
                 path = os.path.join(shard_path, key)
                 try:
                     used = os.stat(path).st_mtime_ns
-                    size = sum(os.stat(os.path.join(path, f)).st_size for f in os.listdir(path))
+                    size = sum(
+                        os.stat(os.path.join(path, f)).st_size
+                        for f in os.listdir(path)
+                        if f != SUMS  # outputs only: what the size limit is about
+                    )
                 except OSError:
                     continue  # deleted meanwhile
                 found.append((used, size, path))
@@ -433,10 +471,28 @@ class ResultCache:
         return True
 
 
-def _copy(src: str, dst: str) -> None:
+def _copy(src: str, dst: str) -> tuple[int, str]:
+    """Copy `src` to `dst`; the size and SHA-256 of what was copied."""
+    h = hashlib.sha256()
+    size = 0
     with open(src, "rb") as fin, open(dst, "wb") as fout:
         while chunk := fin.read(1 << 20):
+            h.update(chunk)
+            size += len(chunk)
             fout.write(chunk)
+    return size, h.hexdigest()
+
+
+def _read_sums(entry: str) -> list[tuple[int, str]] | None:
+    """The entry's recorded (size, SHA-256) per output; None when malformed.
+    FileNotFoundError when the entry (or its sums) does not exist."""
+    with open(os.path.join(entry, SUMS), "rb") as f:
+        data = f.read()
+    try:
+        doc = loads(data)
+        return [(int(item["size"]), str(item["sha256"])) for item in doc]
+    except (ValueError, TypeError, KeyError):
+        return None
 
 
 def _remove_all(paths: list[str]) -> None:

@@ -30,6 +30,9 @@ _MODULE_STRTAB_BLOCK = 19
 _GLOBALVAL_SUMMARY_BLOCK = 20
 _BLOCKINFO_BLOCK = 0
 _MST_CODE_ENTRY = 1
+_MST_CODE_HASH = 2
+_MODULE_CODE_HASH = 17
+_UNABBREV_RECORD = 3
 _FS_FLAGS = 20
 _SKIP_MODULE_FLAG = 0x2
 """`ModuleSummaryIndex::skipModuleByDistributedBackend`: the module is not in the link."""
@@ -43,14 +46,19 @@ _CHAR6_TABLE += b"0123456789._"
 class IndexModules:
     """What an individual index says about modules: their paths and the skip flag."""
 
-    __slots__ = ("paths", "skip")
+    __slots__ = ("hashes", "paths", "skip")
 
-    def __init__(self, paths: list[bytes], skip: bool) -> None:
+    def __init__(
+        self, paths: list[bytes], skip: bool, hashes: list[tuple[int, ...]] | None = None
+    ) -> None:
         self.paths = paths
         """Module paths in the index's module table, as the index step spelled them."""
         self.skip = skip
         """The index step left this module out (a lazy archive member): clang writes an
         object without code on purpose."""
+        self.hashes = hashes if hashes is not None else [() for _ in paths]
+        """Each module's hash (5 words of SHA-1) as the index step read it from the
+        module's bitcode; `()` when the table records none."""
 
 
 class _Truncated(Exception):
@@ -401,6 +409,7 @@ def _find_module_block(data: bytes) -> tuple[_Reader, int, dict[int, list[Abbrev
 
 def _module_block(reader: _Reader, width: int, blockinfo: dict[int, list[Abbrev]]) -> IndexModules:
     paths: list[bytes] | None = None
+    hashes: list[tuple[int, ...]] = []
     skip = False
     module = _Block(reader, width, [])
     while (entry := module.next()) is not None:
@@ -413,7 +422,7 @@ def _module_block(reader: _Reader, width: int, blockinfo: dict[int, list[Abbrev]
         block_end = reader.pos + words * 32
         inherited = blockinfo.get(block_id, [])
         if block_id == _MODULE_STRTAB_BLOCK:
-            paths = _module_paths(_Block(reader, sub_width, inherited))
+            paths = _module_paths(_Block(reader, sub_width, inherited), hashes)
         elif block_id == _GLOBALVAL_SUMMARY_BLOCK:
             skip = _summary_flags(_Block(reader, sub_width, inherited)) & _SKIP_MODULE_FLAG != 0
             break
@@ -422,10 +431,12 @@ def _module_block(reader: _Reader, width: int, blockinfo: dict[int, list[Abbrev]
             raise _Truncated
     if paths is None:
         raise ValueError("no module table (MODULE_STRTAB_BLOCK): not a ThinLTO index")
-    return IndexModules(paths, skip)
+    return IndexModules(paths, skip, hashes)
 
 
-def _module_paths(block: _Block) -> list[bytes]:
+def _module_paths(block: _Block, hashes: list[tuple[int, ...]]) -> list[bytes]:
+    """The module table's paths; each module's hash (the HASH record after its ENTRY, if
+    any) is appended to `hashes`."""
     paths = []
     while (entry := block.next()) is not None:
         code, ops, tail = entry
@@ -433,9 +444,66 @@ def _module_paths(block: _Block) -> list[bytes]:
             # [module id, path...]: the path is the trailing array, or the operands when the
             # writer used no abbreviation.
             paths.append(tail or bytes(c & 0xFF for c in ops[1:]))
+            hashes.append(())
+        elif code == _MST_CODE_HASH and hashes:
+            hashes[-1] = tuple(ops) + tuple(tail)
         elif code == _SUBBLOCK:
             _skip_block(block.reader)
     return paths
+
+
+def module_has_hash(data: bytes, expected: tuple[int, ...]) -> bool | None:
+    """Whether the bitcode module in `data` records the module hash `expected` (the hash
+    an index step read from it); None when it records none. ValueError when `data` is not
+    bitcode with a module block.
+
+    LLVM writes the hash as the module block's last record, unabbreviated, so the common
+    case (the same hash) is one comparison of the block's last bits with the record
+    `expected` makes; anything else is decided by walking the block's records.
+    """
+    reader, width, blockinfo = _find_module_block(data)
+    reader.pos -= 32
+    end = reader.pos + 32 + reader.read(32) * 32  # read before: within the data
+    record = [*_unabbreviated(width, _MODULE_CODE_HASH, expected), (0, width)]  # END_BLOCK
+    bits = sum(w for _, w in record)
+    value = shift = 0
+    for field, field_width in record:
+        value |= field << shift
+        shift += field_width
+    first = end - bits - 31
+    if first >= reader.pos:
+        last = int.from_bytes(data[first >> 3 : end >> 3], "little") >> (first & 7)
+        for padding in range(32):  # zero bits from END_BLOCK up to the 32-bit boundary
+            if last >> (31 - padding) == value:  # the record, then `padding` zero bits
+                return True
+    try:
+        found = _module_hash(_Block(reader, width, blockinfo.get(_MODULE_BLOCK, [])))
+    except _Truncated:
+        raise ValueError("truncated bitcode") from None
+    return None if found is None else found == expected
+
+
+def _unabbreviated(width: int, code: int, ops: tuple[int, ...]) -> list[tuple[int, int]]:
+    """An UNABBREV_RECORD as (value, width) fields, VBR6 operands split into chunks."""
+    fields = [(_UNABBREV_RECORD, width)]
+    for value in (code, len(ops), *ops):
+        while True:
+            piece = value & 31
+            value >>= 5
+            fields.append((piece | (32 if value else 0), 6))
+            if not value:
+                break
+    return fields
+
+
+def _module_hash(block: _Block) -> tuple[int, ...] | None:
+    while (entry := block.next()) is not None:
+        code, ops, tail = entry
+        if code == _SUBBLOCK:
+            _skip_block(block.reader)
+        elif code == _MODULE_CODE_HASH:
+            return tuple(ops) + tuple(tail)
+    return None
 
 
 def _summary_flags(block: _Block) -> int:

@@ -328,7 +328,7 @@ class Store:
                     f"{self.connection.settings.address}: BatchReadBlobs: blob"
                     f" {item.digest.hash}/{item.digest.size_bytes}: {item.status.message}"
                 )
-            _check(self.connection.settings.address, item.digest, item.data)
+            check_blob(self.connection.settings.address, item.digest, item.data)
             out[key(item.digest)] = item.data
         return out
 
@@ -348,7 +348,7 @@ class Store:
             if "NOT_FOUND" in err.message:
                 raise MissingBlob(self.connection.settings.address, digest) from None
             raise
-        _check(self.connection.settings.address, digest, data)
+        check_blob(self.connection.settings.address, digest, data)
         return data
 
 
@@ -359,12 +359,22 @@ class MissingBlob(RemoteFailed):
         super().__init__(f"{address}: the CAS does not hold blob {digest.hash}/{digest.size_bytes}")
 
 
-def _check(address: str, digest: "re_pb2.Digest", data: bytes) -> None:
-    if len(data) != digest.size_bytes or hashlib.sha256(data).hexdigest() != digest.hash:
-        raise RemoteFailed(
+class CorruptBlob(RemoteFailed):
+    """A blob's bytes do not match its digest (a fault in the engine's storage or on the
+    way): never written to an output; a cached result holding it is run again."""
+
+    def __init__(self, address: str, digest: "re_pb2.Digest", size: int) -> None:
+        super().__init__(
             f"{address}: blob {digest.hash}/{digest.size_bytes} came back corrupted"
-            f" ({len(data)} bytes with another digest)"
+            f" ({size} bytes with another digest)"
         )
+        self.digest = digest
+
+
+def check_blob(address: str, digest: "re_pb2.Digest", data: bytes) -> None:
+    """CorruptBlob unless `data` has exactly `digest` (size and SHA-256)."""
+    if len(data) != digest.size_bytes or hashlib.sha256(data).hexdigest() != digest.hash:
+        raise CorruptBlob(address, digest, len(data))
 
 
 def _read(path: str, k: tuple[str, int]) -> bytes:

@@ -38,10 +38,12 @@ from dist_lto.errors import EXIT_INTERNAL, BadInput
 from dist_lto.fsutil import remove_quietly, temp_path_for
 from dist_lto.jobfile import Job, JobFile
 from dist_lto.remote.cas import (
+    CorruptBlob,
     FileDigests,
     MissingBlob,
     Store,
     build_tree,
+    check_blob,
     key,
     message_blob,
     relative_parts,
@@ -67,6 +69,9 @@ class RemoteOutcome:
     stderr: bytes
     action: str
     """The action digest, `hash/size`."""
+    damage: tuple[tuple[str, str], ...] = ()
+    """(result, why) for each result refused on the way for a blob that failed its
+    digest: the job ran again instead."""
 
 
 class RemoteExecutor:
@@ -140,6 +145,7 @@ class RemoteExecutor:
         real_names = {os.path.normpath(path): path for path in job.outputs}
         result_key = self.keys.key(job)
         key_digest = _key_action(result_key, self.platform) if result_key else None
+        damage: list[tuple[str, str]] = []
         for digest, names in ((key_digest, _position_names(job)), (action_digest, real_names)):
             result = self._cached(digest, action_id) if digest is not None else None
             if result is None:
@@ -148,16 +154,31 @@ class RemoteExecutor:
                 stderr = self._finish(job, result, names, action_id)
             except MissingBlob:
                 continue  # evicted from the CAS since: run it again
+            except CorruptBlob as err:
+                damage.append((f"remote result of {job.output}", err.message))
+                continue
             if digest is action_digest and key_digest is not None:
                 self._file_under_key(key_digest, result, job, action_id)
-            return RemoteOutcome(REMOTE_CACHED, result.execution_metadata.worker, stderr, action_id)
+            worker = result.execution_metadata.worker
+            return RemoteOutcome(REMOTE_CACHED, worker, stderr, action_id, tuple(damage))
         self.store.upload(blobs, tree.files, action_id=action_id)
-        result, cached = self._execute(action_digest, action_id, blobs, tree.files)
-        stderr = self._finish(job, result, real_names, action_id)
+        # After a corrupt cached result, the engine's own cache lookup would return it again.
+        fresh = bool(damage)
+        result, cached = self._execute(action_digest, action_id, blobs, tree.files, fresh)
+        try:
+            stderr = self._finish(job, result, real_names, action_id)
+        except CorruptBlob as err:
+            if fresh:
+                raise
+            damage.append((f"remote result of {job.output}", err.message))
+            result, cached = self._execute(action_digest, action_id, blobs, tree.files, True)
+            stderr = self._finish(job, result, real_names, action_id)
         if key_digest is not None:
             self._file_under_key(key_digest, result, job, action_id)
         how = REMOTE_CACHED if cached else EXECUTED
-        return RemoteOutcome(how, result.execution_metadata.worker, stderr, action_id)
+        return RemoteOutcome(
+            how, result.execution_metadata.worker, stderr, action_id, tuple(damage)
+        )
 
     def _file_under_key(
         self, digest: "re_pb2.Digest", result: "re_pb2.ActionResult", job: Job, action_id: str
@@ -211,11 +232,14 @@ class RemoteExecutor:
         action_id: str,
         blobs: dict[tuple[str, int], bytes],
         files: dict[tuple[str, int], str],
+        fresh: bool = False,
     ) -> tuple["re_pb2.ActionResult", bool]:
         """Execute the action until it completes; missing inputs are sent again, transient
-        failures (a worker lost mid-action, the engine restarting) retried, both bounded."""
+        failures (a worker lost mid-action, the engine restarting) retried, both bounded.
+        `fresh` asks the engine to run it even when its action cache holds a result."""
         request = re_pb2.ExecuteRequest(
             instance_name=self.connection.instance, action_digest=digest,
+            skip_cache_lookup=fresh,
         )  # fmt: skip
         attempts = self.settings.attempts
         last = ""
@@ -295,7 +319,10 @@ class RemoteExecutor:
                     status=EXIT_INTERNAL, detail=stderr.decode(errors="replace"),
                 )  # fmt: skip
         needed = [e.digest for _, e in produced if not e.contents and e.digest.size_bytes]
-        data = self.store.fetch(needed, action_id) if needed else {}
+        data = self.store.fetch(needed, action_id) if needed else {}  # checked there
+        for _, entry in produced:
+            if entry.contents:  # inlined by the engine: checked here
+                check_blob(self.settings.address, entry.digest, entry.contents)
         temps: list[tuple[str, str]] = []
         try:
             for path, entry in produced:
