@@ -426,9 +426,9 @@ def run_backend(
             _finish_dwo(module, tmp, tmp_dwo, dwo, stderr)
         os.replace(tmp, output)
     finally:
-        _remove_private_dir(work)
+        remove_private_dir(work)
         if work_dwo:
-            _remove_private_dir(work_dwo)
+            remove_private_dir(work_dwo)
     return stderr
 
 
@@ -447,7 +447,9 @@ def _private_dir(path: str) -> str:
     return work
 
 
-def _remove_private_dir(work: str) -> None:
+def remove_private_dir(work: str) -> None:
+    """Remove a private directory and the files a compiler left in it (it writes no
+    subdirectories there)."""
     try:
         names = os.listdir(work)
     except OSError:

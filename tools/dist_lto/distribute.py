@@ -696,11 +696,12 @@ def _private_tmpdir() -> str | None:
     """Point TMPDIR at a new directory, removed when the distribution ends: a compiler that
     crashes writes its reproducer files (preprocessed source, run script) there, and a
     link must not leave them in the user's temporary directory. None when it cannot be
-    made (then TMPDIR stays as it is)."""
-    import tempfile
-
+    made (then TMPDIR stays as it is). Made by hand: `tempfile` and `shutil` cost the
+    distributor's start-up imports it otherwise never needs."""
+    base = os.environ.get("TMPDIR") or "/tmp"
+    path = os.path.join(base, f"dist-lto-{os.getpid()}-{os.urandom(6).hex()}")
     try:
-        path = tempfile.mkdtemp(prefix="dist-lto-")
+        os.mkdir(path, 0o700)
     except OSError:
         return None
     os.environ["TMPDIR"] = path
@@ -817,9 +818,7 @@ def main(argv: list[str]) -> int:
         if backend.gone_parent():
             _remove_linker_temporaries(files, backend.gone_parent())
         if private_tmp is not None:
-            import shutil
-
-            shutil.rmtree(private_tmp, ignore_errors=True)
+            backend.remove_private_dir(private_tmp)
     if cache is not None and distribution.stored:
         try:
             pruned = cache.prune()
