@@ -21,16 +21,28 @@ from pathlib import Path
 import workloads
 
 MAKE_FLAGS = [
-    "NO_OPENSSL=1", "NO_CURL=1", "NO_EXPAT=1", "NO_TCLTK=1", "NO_GETTEXT=1", "NO_PERL=1",
-    "NO_PYTHON=1", "V=1",
-]  # fmt: skip
+    "NO_OPENSSL=1",
+    "NO_CURL=1",
+    "NO_EXPAT=1",
+    "NO_TCLTK=1",
+    "NO_GETTEXT=1",
+    "NO_PERL=1",
+    "NO_PYTHON=1",
+    "V=1",
+]
 ARCHIVE = re.compile(r"^rm -f (\S+\.a) && ar rcs \S+ (.*)$")
 
 
 def _make(tree: Path, opt: str, *targets: str, dry: bool = False) -> str:
     jobs = str(len(os.sched_getaffinity(0)))
-    argv = ["make", *(["-n"] if dry else ["-j", jobs]), f"CC={workloads.CLANG}",
-            f"CFLAGS={opt} -flto=thin", *MAKE_FLAGS, *targets]  # fmt: skip
+    argv = [
+        "make",
+        *(["-n"] if dry else ["-j", jobs]),
+        f"CC={workloads.CLANG}",
+        f"CFLAGS={opt} -flto=thin",
+        *MAKE_FLAGS,
+        *targets,
+    ]
     return subprocess.run(argv, cwd=tree, check=True, capture_output=True, text=True).stdout
 
 
@@ -95,14 +107,27 @@ def check_binary(exe: Path, work: Path) -> None:
     misbehaviour."""
     repo = work / f"{exe.name}-repo"
     shutil.rmtree(repo, ignore_errors=True)
-    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(work),
-           "GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@b", "GIT_COMMITTER_NAME": "a",
-           "GIT_COMMITTER_EMAIL": "a@b", "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z",
-           "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z"}  # fmt: skip
+    env = {
+        **os.environ,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "HOME": str(work),
+        "GIT_AUTHOR_NAME": "a",
+        "GIT_AUTHOR_EMAIL": "a@b",
+        "GIT_COMMITTER_NAME": "a",
+        "GIT_COMMITTER_EMAIL": "a@b",
+        "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z",
+        "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
+    }
 
     def git(*args: str) -> str:
-        return subprocess.run([str(exe.resolve()), *args], cwd=repo, env=env, check=True,
-                              capture_output=True, text=True).stdout  # fmt: skip
+        return subprocess.run(
+            [str(exe.resolve()), *args],
+            cwd=repo,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
 
     repo.mkdir()
     git("init", "-q", "-b", "main")

@@ -84,9 +84,10 @@ def read(path: Path) -> Symbols:
                     _word(data, s[2] + k * 24, 8),
                     _word(data, s[2] + k * 24 + 8, 4),
                     _word(data, s[2] + k * 24 + 12, 4),
-                    int.from_bytes(data[s[2] + k * 24 + 16 : s[2] + k * 24 + 24], "little",
-                                   signed=True),
-                )  # fmt: skip
+                    int.from_bytes(
+                        data[s[2] + k * 24 + 16 : s[2] + k * 24 + 24], "little", signed=True
+                    ),
+                )
                 for k in range(s[3] // 24)
             ]
     functions = {}
@@ -104,8 +105,10 @@ def read(path: Path) -> Symbols:
             if value <= offset < value + size:
                 target = symbols[sym]
                 fixups.append(Reloc(offset - value, kind, target[0] or names[target[2]], addend))
-        functions[name] = Function(data[start : start + size], tuple(sorted(
-            fixups, key=lambda r: (r.offset, r.kind, r.target, r.addend))))  # fmt: skip
+        functions[name] = Function(
+            data[start : start + size],
+            tuple(sorted(fixups, key=lambda r: (r.offset, r.kind, r.target, r.addend))),
+        )
     return Symbols(functions, frozenset(defined))
 
 

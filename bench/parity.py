@@ -20,6 +20,8 @@ Both programs are run. The last lines are `parity/<workload>: N/M`: N of the M
 functions are identical in the linked program (identical or relaxed).
 
     .venv/bin/python bench/parity.py [--workloads lua,zstd,git] [--jobs N]
+        [--link-flag=-no-pie ...] [--backend-flag=-fdirect-access-external-data ...]
+        [--index-flag=-Wl,-mllvm,-import-declaration ...]
 """
 
 from __future__ import annotations
@@ -73,14 +75,15 @@ def guid(name: str) -> int:
 
 def index_guids(index: Path) -> set[int]:
     """Every GUID an individual index describes."""
-    text = subprocess.run([LLVM_DIS, str(index), "-o", "-"], check=True, capture_output=True,
-                          text=True).stdout  # fmt: skip
+    text = subprocess.run(
+        [LLVM_DIS, str(index), "-o", "-"], check=True, capture_output=True, text=True
+    ).stdout
     return {int(g) for g in GUID.findall(text)}
 
 
-def link_flags(build: workloads.Build) -> list[str]:
+def link_flags(build: workloads.Build, extra: list[str]) -> list[str]:
     """The link's clang-driver flags (no level: LLD's default on both sides)."""
-    return ["-flto=thin", "-fuse-ld=lld", *build.link_flags]
+    return ["-flto=thin", "-fuse-ld=lld", *extra, *build.link_flags]
 
 
 def reference_object(build: workloads.Build, module: str) -> Path:
@@ -94,29 +97,68 @@ def run(argv: list[str], cwd: Path) -> None:
         raise SystemExit(f"{argv[0]} failed ({done.returncode}):\n{done.stderr}")
 
 
-def link_both(build: workloads.Build, jobs: int) -> dict[str, Path]:
-    """The in-process link (reference objects kept) and the distributed one; returns
-    each module's distributed object."""
-    flags = link_flags(build)
+def link_both(
+    build: workloads.Build, extra: list[str], index: list[str], backend: list[str], jobs: int
+) -> dict[str, Path]:
+    """The in-process link (reference objects kept) and the distributed one, whose
+    index step gets the `index` flags and whose backends get the `backend` flags after
+    the translated ones; returns each module's distributed object."""
+    flags = link_flags(build, extra)
     inputs = [*build.objects, *build.native]
-    run([workloads.CLANG, *flags, *inputs, "-o", REFERENCE, "-Wl,--save-temps=prelink"],
-        build.root)  # fmt: skip
-    run([workloads.CLANG, *flags, *inputs, "-o", "index-only", "-Wl,--thinlto-index-only",
-         "-Wl,--thinlto-emit-imports-files"], build.root)  # fmt: skip
+    run([workloads.CLANG, *flags, *inputs, "-o", REFERENCE, "-Wl,--save-temps=prelink"], build.root)
+    run(
+        [
+            workloads.CLANG,
+            *flags,
+            *inputs,
+            "-o",
+            "index-only",
+            "-Wl,--thinlto-index-only",
+            "-Wl,--thinlto-emit-imports-files",
+            *index,
+        ],
+        build.root,
+    )
     args = build.root / "link.args"
     args.write_text("".join(f"{flag}\n" for flag in flags))
 
     def one(module: str) -> tuple[str, Path]:
         out = build.root / "opt" / module
         out.parent.mkdir(parents=True, exist_ok=True)
-        run([*OPT, "--input", module, "--index", f"{module}.thinlto.bc", "--out", str(out),
-             "--args", str(args), "--", workloads.CLANG], build.root)  # fmt: skip
+        run(
+            [
+                *OPT,
+                "--input",
+                module,
+                "--index",
+                f"{module}.thinlto.bc",
+                "--out",
+                str(out),
+                "--args",
+                str(args),
+                "--",
+                workloads.CLANG,
+                *backend,
+            ],
+            build.root,
+        )
         return module, out
 
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
         ours = dict(pool.map(one, build.objects))
-    run([workloads.CLANG, "-fuse-ld=lld", *map(str, ours.values()), *build.native,
-         "-o", "distributed", *build.link_flags], build.root)  # fmt: skip
+    run(
+        [
+            workloads.CLANG,
+            "-fuse-ld=lld",
+            *extra,
+            *map(str, ours.values()),
+            *build.native,
+            "-o",
+            "distributed",
+            *build.link_flags,
+        ],
+        build.root,
+    )
     return ours
 
 
@@ -148,20 +190,37 @@ def compare(build: workloads.Build, ours: dict[str, Path]) -> Parity:
 
 
 def check(build: workloads.Build, work: Path) -> None:
-    for exe in (build.root / REFERENCE, build.root / "distributed"):
-        if build.name == "git":
+    """Run both programs: a workload's own check, or else the same output and status."""
+    exes = (build.root / REFERENCE, build.root / "distributed")
+    if build.name == "git":
+        for exe in exes:
             git_build.check_binary(exe, work)
-        else:
+    elif build.name in workloads.SOURCE_PACKAGES:
+        for exe in exes:
             workloads.check_binary(build.name, exe)
+    else:
+        ran = [subprocess.run([str(exe)], capture_output=True) for exe in exes]
+        if (ran[0].returncode, ran[0].stdout) != (ran[1].returncode, ran[1].stdout):
+            raise AssertionError(f"{build.name}: the two programs behave differently: {ran}")
 
 
-def measure(build: workloads.Build, work: Path, jobs: int) -> Parity:
-    """Compare `build` (copied into `work` first: its objects stay untouched), and run
-    both programs."""
-    copy = workloads.Build(build.name, work, build.main, build.library, build.native,
-                           build.link_flags)  # fmt: skip
+def measure(
+    build: workloads.Build,
+    work: Path,
+    jobs: int,
+    link: list[str] | None = None,
+    backend: list[str] | None = None,
+    index: list[str] | None = None,
+) -> Parity:
+    """Compare `build` linked with the extra `link` flags, its distributed index step
+    given the extra `index` flags and its backends the extra `backend` flags, and run
+    both programs. The objects are copied into `work` first,
+    so `build` stays untouched."""
+    copy = workloads.Build(
+        build.name, work, build.main, build.library, build.native, build.link_flags
+    )
     shutil.copytree(build.root / "obj", work / "obj", dirs_exist_ok=True)
-    result = compare(copy, link_both(copy, jobs))
+    result = compare(copy, link_both(copy, link or [], index or [], backend or [], jobs))
     check(copy, work)
     return result
 
@@ -170,8 +229,10 @@ def report(p: Parity) -> None:
     got = sum(len(f) for f in p.got.values())
     other = sum(len(f) for f in p.other.values())
     relaxed = sum(len(f) for f in p.relaxed.values())
-    print(f"{p.workload}: {p.total} functions: {p.identical} identical, {relaxed} identical"
-          f" once linked (GOT loads relaxed to lea), {got} through the GOT, {other} other")  # fmt: skip
+    print(
+        f"{p.workload}: {p.total} functions: {p.identical} identical, {relaxed} identical"
+        f" once linked (GOT loads relaxed to lea), {got} through the GOT, {other} other"
+    )
     for module, names in sorted(p.relaxed.items()):
         print(f"  relaxed {module}: {' '.join(names)}")
     for module, functions in sorted(p.got.items()):
@@ -188,13 +249,44 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workloads", default="lua,zstd,git")
     parser.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument(
+        "--link-flag",
+        action="append",
+        default=[],
+        metavar="FLAG",
+        help="an extra flag for both links, e.g. -no-pie (repeatable)",
+    )
+    parser.add_argument(
+        "--backend-flag",
+        action="append",
+        default=[],
+        metavar="FLAG",
+        help="an extra clang flag for every distributed backend (repeatable)",
+    )
+    parser.add_argument(
+        "--index-flag",
+        action="append",
+        default=[],
+        metavar="FLAG",
+        help="an extra flag for the distributed link's index step only (repeatable), e.g."
+        " -Wl,-mllvm,-import-declaration",
+    )
     args = parser.parse_args()
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-parity-") as tmp:
         for name in args.workloads.split(","):
             objects = Path(tmp) / f"{name}-objects"
             build = git_build.build(objects) if name == "git" else workloads.build(name, objects)
-            results.append(measure(build, Path(tmp) / name, args.jobs))
+            results.append(
+                measure(
+                    build,
+                    Path(tmp) / name,
+                    args.jobs,
+                    args.link_flag,
+                    args.backend_flag,
+                    args.index_flag,
+                )
+            )
             report(results[-1])
     for p in results:
         print(f"parity/{p.workload}: {p.linked_identical}/{p.total}")
