@@ -24,7 +24,11 @@ CLANG = os.path.join(LLVM_BIN, "clang")
 REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("DIST_LTO_WORKLOAD_CACHE", REPO / ".cache" / "workloads"))
 
-SOURCE_PACKAGES = {"lua": ("lua5.4", "lua5.4-5.4.4"), "zstd": ("libzstd", "libzstd-1.5.4+dfsg2")}
+SOURCE_PACKAGES = {
+    "lua": ("lua5.4", "lua5.4-5.4.4"),
+    "zstd": ("libzstd", "libzstd-1.5.4+dfsg2"),
+    "git": ("git", "git-2.39.5"),  # built with its own Makefile: see git_build.py
+}
 
 
 @dataclass
