@@ -68,6 +68,15 @@ PROJECT_FILES = ("prelude", "tools/dist_lto", "platforms", "BUCK", ".buckconfig"
 target (root BUCK) with the dist-lto sources it ships to actions, the platforms."""
 
 
+def _not_sources(directory: str, names: list[str]) -> set[str]:
+    """What a copy leaves out: bytecode, Buck2 outputs, and `examples/upstream` (a Buck2
+    project of its own, which `.buckconfig` ignores; tests build it where it is)."""
+    skip = {"__pycache__", "buck-out"} & set(names)
+    if Path(directory) == REPO / "examples":
+        skip.add("upstream")
+    return skip
+
+
 def scratch_project(
     dest: Path, files: dict[str, str] | None = None, *, examples: bool = False
 ) -> Path:
@@ -78,7 +87,7 @@ def scratch_project(
     for name in names:
         src = REPO / name
         if src.is_dir():
-            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(src, dest / name, ignore=_not_sources)
         else:
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(src, dest / name)
