@@ -697,14 +697,31 @@ def _private_tmpdir() -> str | None:
     crashes writes its reproducer files (preprocessed source, run script) there, and a
     link must not leave them in the user's temporary directory. None when it cannot be
     made (then TMPDIR stays as it is)."""
-    import tempfile
-
+    base = os.environ.get("TMPDIR") or "/tmp"  # no `tempfile`: its import costs every link
+    path = os.path.join(base, f"dist-lto-{os.getpid()}-{os.urandom(4).hex()}")
     try:
-        path = tempfile.mkdtemp(prefix="dist-lto-")
+        os.mkdir(path, 0o700)
     except OSError:
         return None
     os.environ["TMPDIR"] = path
     return path
+
+
+def _remove_tree(path: str) -> None:
+    """Remove a directory and everything in it, quietly (no `shutil` import per link)."""
+    for parent, dirs, files in os.walk(path, topdown=False):
+        for name in files:
+            remove_quietly(os.path.join(parent, name))
+        for name in dirs:
+            child = os.path.join(parent, name)
+            try:  # noqa: SIM105 (contextlib is an import for one use)
+                os.unlink(child) if os.path.islink(child) else os.rmdir(child)
+            except OSError:
+                pass
+    try:  # noqa: SIM105
+        os.rmdir(path)
+    except OSError:
+        pass
 
 
 def _check_module_paths(files: JobFile) -> None:
@@ -817,9 +834,7 @@ def main(argv: list[str]) -> int:
         if backend.gone_parent():
             _remove_linker_temporaries(files, backend.gone_parent())
         if private_tmp is not None:
-            import shutil
-
-            shutil.rmtree(private_tmp, ignore_errors=True)
+            _remove_tree(private_tmp)
     if cache is not None and distribution.stored:
         try:
             pruned = cache.prune()
