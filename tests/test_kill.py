@@ -309,8 +309,9 @@ def test_killing_only_the_linker_stops_the_distributor_and_leaves_nothing(
     try:
         distributor = wait_until(
             "two objects written and a compiler under the distributor",
-            lambda: len(list(work.glob("*.native.o"))) >= 2
-            and compiling_under(proc.pid, "dist-lto"),
+            lambda: (
+                len(list(work.glob("*.native.o"))) >= 2 and compiling_under(proc.pid, "dist-lto")
+            ),
         )
         (lld,) = [p for p, (_, name) in session(proc.pid).items() if name == "ld.lld"]
         assert session(proc.pid)[distributor][0] == lld
