@@ -138,7 +138,7 @@ class Buck2:
     binary: str = field(default_factory=find_buck2)
 
     def command(self, *args: str, config: bool = True) -> list[str]:
-        """The argv of `buck2 ARGS` in this isolation dir with this session's config."""
+        """The argv of `buck2 ARGS` in this isolation dir with this project's config."""
         verb, *rest = args
         overrides = [f"-c{k}={v}" for k, v in sorted(self.config.items())] if config else []
         return [self.binary, "--isolation-dir", self.isolation_dir, verb, *overrides, *rest]
