@@ -283,8 +283,8 @@ def _preload() -> None:
     import argparse  # noqa: F401
 
     for module, _ in cli.SUBCOMMANDS.values():
-        __import__(module)
-    for module in ("dist_lto.archive", "dist_lto.result_cache"):
+        __import__("dist_lto." + module)
+    for module in ("dist_lto.archive.reader", "dist_lto.distribute.result_cache"):
         __import__(module)
 
 

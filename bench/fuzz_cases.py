@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dist_lto import lto_flags
+from dist_lto.llvm import flags as lto_flags
 from fuzz_corpus import Corpus
 
 TOOLS = ("prepare", "plan", "opt", "distribute")

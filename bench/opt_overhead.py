@@ -168,7 +168,7 @@ def main() -> int:
 
         sys.path.insert(0, str(warm.parent))
         from dist_lto.backend import check_primary
-        from dist_lto.lto_flags import translate
+        from dist_lto.llvm.flags import translate
 
         os.chdir(root)
         for label, module in units.items():

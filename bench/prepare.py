@@ -113,7 +113,10 @@ def bytes_under(path: Path) -> int:
 def interpreter_costs(rounds: int) -> tuple[float, float]:
     """Median start-up of the interpreter, and of start-up plus prepare's imports."""
     bare = [timed([sys.executable, "-c", "pass"], Path.cwd()) for _ in range(rounds)]
-    code = "import argparse, dist_lto.prepare, dist_lto.archive, dist_lto.jsonio"
+    code = (
+        "import argparse, dist_lto.commands.prepare, dist_lto.archive.reader,"
+        " dist_lto.formats.jsonio"
+    )
     imports = [timed([sys.executable, "-c", code], Path.cwd()) for _ in range(rounds)]
     return statistics.median(bare), statistics.median(imports)
 

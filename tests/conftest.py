@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO / "bench" / "remote"))
 
 import buildbarn  # noqa: E402
 import workloads  # noqa: E402
-from dist_lto.toolchain import tool  # noqa: E402
+from dist_lto.llvm.toolchain import tool  # noqa: E402
 
 SLOW_FIXTURES = {"lua_objects", "zstd_objects", "lua_thin_index", "engine"}
 """Fixtures that compile a real program from Debian's sources or start the BuildBarn

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import workloads
 from conftest import Llvm, run_cli
-from dist_lto.plans import read_archive_plan, read_object_plan
+from dist_lto.formats.plans import read_archive_plan, read_object_plan
 from test_kill import lua_meta
 
 OPT = [sys.executable, "-S", "-E",

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 from conftest import DtltoLink, Llvm
-from dist_lto import forkserver
-from dist_lto.distribute import WorkerCompiler
-from dist_lto.jobfile import read_job_file
+from dist_lto.commands.distribute import WorkerCompiler
+from dist_lto.formats.jobfile import read_job_file
+from dist_lto.process import forkserver
 from test_distribute_failures import captured, distribute, leftovers
 
 

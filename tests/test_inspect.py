@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, run_cli
-from dist_lto import inspect
+from dist_lto.commands import inspect
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import workloads
 from conftest import Llvm
-from dist_lto.plans import read_archive_plan
+from dist_lto.formats.plans import read_archive_plan
 
 DIST_LTO = [sys.executable, "-m", "dist_lto"]
 KILLS = {"prepare": 8, "plan": 8, "opt": 6, "distribute": 3, "distribute-from-cache": 4}

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from dist_lto import cli
 from dist_lto.errors import BadInput
-from dist_lto.meta import (
+from dist_lto.formats.meta import (
     ArchiveInput,
     ArgsInput,
     ObjectInput,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, Llvm, run_cli
-from dist_lto.plans import read_archive_plan, read_object_plan
+from dist_lto.formats.plans import read_archive_plan, read_object_plan
 
 CAPTURED = REPO / "examples" / "captured"
 

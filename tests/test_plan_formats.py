@@ -11,11 +11,9 @@ from typing import Any
 import orjson
 import pytest
 from conftest import Llvm, run_cli
-from dist_lto import linkline
 from dist_lto.errors import BadInput
-from dist_lto.index_step import Layout, is_raw_linker
-from dist_lto.meta import parse_meta
-from dist_lto.plans import (
+from dist_lto.formats.meta import parse_meta
+from dist_lto.formats.plans import (
     parse_archive_plan,
     parse_link_plan,
     parse_object_plan,
@@ -23,7 +21,9 @@ from dist_lto.plans import (
     quote_arg,
     response_file,
 )
-from dist_lto.spelling import climb, is_plain
+from dist_lto.llvm import linkline
+from dist_lto.llvm.index_step import Layout, is_raw_linker
+from dist_lto.llvm.spelling import climb, is_plain
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -220,7 +220,7 @@ def test_large_replay_in_workers_writes_what_one_process_writes_and_reruns_alike
     links unnamed files into place; a rerun over existing plans renames instead. All
     three must write the same bytes and leave no temporary file."""
     import plan as bench_plan  # bench/plan.py: the benchmark's synthetic link
-    from dist_lto.plan import PARALLEL_MIN_OBJECTS
+    from dist_lto.commands.plan import PARALLEL_MIN_OBJECTS
 
     n = PARALLEL_MIN_OBJECTS * 10 // 9 + 100  # 90% of the modules are objects
     runs = {}

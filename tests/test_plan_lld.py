@@ -21,14 +21,14 @@ import orjson
 import pytest
 import workloads
 from conftest import Llvm, run_cli
-from dist_lto.plans import (
+from dist_lto.formats.plans import (
     parse_response_file,
     read_archive_plan,
     read_link_plan,
     read_object_plan,
 )
-from dist_lto.thinlto_index import read_index_modules
-from dist_lto.toolchain import tool
+from dist_lto.llvm.bitcode import read_index_modules
+from dist_lto.llvm.toolchain import tool
 
 EXPECTED_OUTPUT = "result 129 ctor 7\n"
 

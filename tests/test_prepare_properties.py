@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from conftest import Llvm
 from dist_lto import cli
-from dist_lto.ar_headers import read_thin_members
+from dist_lto.archive.ar_headers import read_thin_members
+from dist_lto.commands.prepare import UnsafeName, assign_paths, directories_of, safe_path
 from dist_lto.errors import BadInput
-from dist_lto.prepare import UnsafeName, assign_paths, directories_of, safe_path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -22,7 +22,7 @@
   // advertise it. `toolchain` says that LLVM 22 is preinstalled on the worker at
   // /usr/lib/llvm-22/bin (the workers run on this machine), so actions reference the
   // compiler by absolute path instead of uploading it. Keep in step with
-  // dist_lto.remote.settings.DEFAULT_PLATFORM and examples/remote.buckconfig.
+  // dist_lto.distribute.remote.settings.DEFAULT_PLATFORM and examples/remote.buckconfig.
   platform: {
     properties: [
       { name: 'OSFamily', value: 'linux' },

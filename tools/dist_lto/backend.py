@@ -28,7 +28,7 @@ import os
 
 from dist_lto.errors import EXIT_INTERNAL, BadInput, DistLtoError
 from dist_lto.fsutil import remove_quietly, temp_path_for
-from dist_lto.thinlto_index import module_has_hash, read_index_modules
+from dist_lto.llvm.bitcode import module_has_hash, read_index_modules
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (milliseconds)
 if TYPE_CHECKING:

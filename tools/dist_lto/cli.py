@@ -18,14 +18,16 @@ import sys
 from dist_lto.errors import EXIT_INTERNAL, DistLtoError
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "prepare": ("dist_lto.prepare", "turn an archive into a directory of objects and a manifest"),
-    "plan": ("dist_lto.plan", "run or replay LLD's index step and write the optimisation plans"),
-    "inspect": ("dist_lto.inspect", "summarise a planned link; draw its import graph"),
-    "opt": ("dist_lto.opt", "run one ThinLTO backend strictly (a failure never exits 0)"),
-    "distribute": ("dist_lto.distribute", "parallel, strict, caching distributor for LLD's DTLTO"),
-    "upstream": ("dist_lto.upstream", "the tools Buck2's upstream prelude runs, by role"),
+    "prepare": ("commands.prepare", "turn an archive into a directory of objects and a manifest"),
+    "plan": ("commands.plan", "run or replay LLD's index step and write the optimisation plans"),
+    "inspect": ("commands.inspect", "summarise a planned link; draw its import graph"),
+    "opt": ("commands.opt", "run one ThinLTO backend strictly (a failure never exits 0)"),
+    "distribute": ("commands.distribute", "parallel, strict, caching distributor for LLD's DTLTO"),
+    "upstream": ("upstream", "the tools Buck2's upstream prelude runs, by role"),
 }
-"""Subcommand name -> (module, one-line summary), in the order `--help` lists them."""
+"""Subcommand name -> (module under `dist_lto`, one-line summary), in the order `--help`
+lists them. Commands parse argv and orchestrate; the work lives in `formats`, `llvm`,
+`archive`, `process` and `distribute`."""
 
 _USAGE = "usage: dist-lto [-h] [-V] {%s} ..."
 
@@ -95,7 +97,7 @@ def _help() -> str:
 
 def run(name: str, argv: list[str]) -> int:
     """Run subcommand `name`, turning every failure into one line on stderr and a status."""
-    module_name = SUBCOMMANDS[name][0]
+    module_name = "dist_lto." + SUBCOMMANDS[name][0]
     try:
         module = __import__(module_name, fromlist=["main"])
         return module.main(argv)

@@ -38,11 +38,11 @@ import os
 
 from dist_lto.backend import object_problem
 from dist_lto.errors import BadInput
+from dist_lto.formats.jobfile import Job, JobFile
+from dist_lto.formats.jsonio import loads
 from dist_lto.fsutil import remove_quietly, temp_path_for, write_atomic
-from dist_lto.jobfile import Job, JobFile
-from dist_lto.jsonio import loads
-from dist_lto.thinlto_index import read_index_records
-from dist_lto.toolchain import which
+from dist_lto.llvm.bitcode import read_index_records
+from dist_lto.llvm.toolchain import which
 
 LAYOUT = "v2"
 """v2: entries carry their outputs' sums (v1 entries had none and are never read)."""

@@ -14,9 +14,9 @@ from typing import TypeVar
 
 import grpc
 
+from dist_lto.distribute.remote.protos import REQUEST_METADATA_KEY, bs_grpc, re_grpc, re_pb2
+from dist_lto.distribute.remote.settings import RemoteSettings
 from dist_lto.errors import DistLtoError
-from dist_lto.remote.protos import REQUEST_METADATA_KEY, bs_grpc, re_grpc, re_pb2
-from dist_lto.remote.settings import RemoteSettings
 
 T = TypeVar("T")
 

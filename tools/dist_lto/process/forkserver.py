@@ -21,7 +21,7 @@ import sys
 from dist_lto.backend import describe_status, exit_status, run_tool, spawn
 from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.fsutil import remove_quietly, temp_path_for
-from dist_lto.toolchain import which
+from dist_lto.llvm.toolchain import which
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -20,8 +20,8 @@ from dist_lto.backend import (
 )
 from dist_lto.cli import scan
 from dist_lto.errors import BadInput
-from dist_lto.lto_flags import read_args_file, translate
-from dist_lto.thinlto_index import is_bitcode
+from dist_lto.llvm.bitcode import is_bitcode
+from dist_lto.llvm.flags import read_args_file, translate
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (milliseconds)
 if TYPE_CHECKING:

@@ -14,9 +14,9 @@ import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from dist_lto.distribute.remote.connection import Connection, RemoteFailed
+from dist_lto.distribute.remote.protos import bs_pb2, code_pb2, re_pb2
 from dist_lto.errors import BadInput
-from dist_lto.remote.connection import Connection, RemoteFailed
-from dist_lto.remote.protos import bs_pb2, code_pb2, re_pb2
 
 CHUNK = 1 << 20
 """ByteStream chunk size."""

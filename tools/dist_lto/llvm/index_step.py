@@ -20,10 +20,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dist_lto.errors import BadInput, DistLtoError
+from dist_lto.formats.plans import response_file
 from dist_lto.fsutil import write_atomic
-from dist_lto.plans import response_file
-from dist_lto.spelling import climb, is_plain, norm
-from dist_lto.thinlto_index import is_bitcode
+from dist_lto.llvm.bitcode import is_bitcode
+from dist_lto.llvm.spelling import climb, is_plain, norm
 
 LIST_NAME = "index.list"
 ARGS_NAME = "index.args"

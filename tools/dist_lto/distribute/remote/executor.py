@@ -34,10 +34,7 @@ from dist_lto.backend import (
     object_problem,
     prepare_outputs,
 )
-from dist_lto.errors import EXIT_INTERNAL, BadInput
-from dist_lto.fsutil import remove_quietly, temp_path_for
-from dist_lto.jobfile import Job, JobFile
-from dist_lto.remote.cas import (
+from dist_lto.distribute.remote.cas import (
     CorruptBlob,
     FileDigests,
     MissingBlob,
@@ -48,9 +45,12 @@ from dist_lto.remote.cas import (
     message_blob,
     relative_parts,
 )
-from dist_lto.remote.connection import Connection, RemoteFailed
-from dist_lto.remote.protos import code_pb2, error_details_pb2, re_pb2
-from dist_lto.remote.settings import RemoteSettings
+from dist_lto.distribute.remote.connection import Connection, RemoteFailed
+from dist_lto.distribute.remote.protos import code_pb2, error_details_pb2, re_pb2
+from dist_lto.distribute.remote.settings import RemoteSettings
+from dist_lto.errors import EXIT_INTERNAL, BadInput
+from dist_lto.formats.jobfile import Job, JobFile
+from dist_lto.fsutil import remove_quietly, temp_path_for
 
 EXECUTE_TIMEOUT = 3600.0
 """Seconds one Execute call may wait for its action (queueing included)."""
@@ -78,7 +78,7 @@ class RemoteExecutor:
     """Runs jobs of one job file on a REAPI engine; safe to call from many threads."""
 
     def __init__(self, files: JobFile, settings: RemoteSettings) -> None:
-        from dist_lto.result_cache import KeyMaker
+        from dist_lto.distribute.result_cache import KeyMaker
 
         self.files = files
         self.settings = settings

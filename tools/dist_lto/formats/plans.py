@@ -12,7 +12,7 @@ import re
 from typing import Any, TypedDict
 
 from dist_lto.errors import BadInput
-from dist_lto.jsonio import Fields, read_json
+from dist_lto.formats.jsonio import Fields, read_json
 
 PLAN_VERSION = 1
 

@@ -30,7 +30,7 @@ import re
 import stat
 from typing import NamedTuple
 
-from dist_lto.ar_headers import ARCH_MAGIC, gnu_name_table
+from dist_lto.archive.ar_headers import ARCH_MAGIC, gnu_name_table
 from dist_lto.errors import BadInput, DistLtoError
 
 # libarchive-c finds libarchive with ctypes.util.find_library, which runs

@@ -20,12 +20,9 @@ import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from dist_lto import index_step, linkline, parts
 from dist_lto.errors import BadInput, DistLtoError
-from dist_lto.fsutil import write_atomic, write_failure
-from dist_lto.index_step import DirListing, Layout
-from dist_lto.jsonio import dumps
-from dist_lto.meta import (
+from dist_lto.formats.jsonio import dumps
+from dist_lto.formats.meta import (
     ArchiveInput,
     Manifest,
     Member,
@@ -34,7 +31,7 @@ from dist_lto.meta import (
     read_manifest,
     read_meta,
 )
-from dist_lto.plans import (
+from dist_lto.formats.plans import (
     PLAN_VERSION,
     ArchivePlan,
     ArchiveSummary,
@@ -43,7 +40,11 @@ from dist_lto.plans import (
     ObjectPlan,
     response_file,
 )
-from dist_lto.spelling import all_plain, is_plain, norm
+from dist_lto.fsutil import write_atomic, write_failure
+from dist_lto.llvm import index_step, linkline
+from dist_lto.llvm.index_step import DirListing, Layout
+from dist_lto.llvm.spelling import all_plain, is_plain, norm
+from dist_lto.process import parts
 
 _NO_IMPORTS: tuple[list[int], list[int], list[tuple[int, int]]] = ([], [], [])
 

@@ -22,13 +22,14 @@ import stat
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from dist_lto import fsutil, jsonio
-from dist_lto.ar_headers import ARCH_MAGIC, THIN_MAGIC, read_thin_members
+from dist_lto import fsutil
+from dist_lto.archive.ar_headers import ARCH_MAGIC, THIN_MAGIC, read_thin_members
 from dist_lto.errors import BadInput
-from dist_lto.thinlto_index import is_bitcode
+from dist_lto.formats import jsonio
+from dist_lto.llvm.bitcode import is_bitcode
 
 if TYPE_CHECKING:
-    from dist_lto.archive import RegularArchive
+    from dist_lto.archive.reader import RegularArchive
 
 MANIFEST_VERSION = 1
 
@@ -227,7 +228,7 @@ def prepare_regular(
 ) -> list[Entry]:
     """Extract every member of a regular archive into `staging`, the (new, empty) directory
     that becomes the objects directory."""
-    from dist_lto.archive import RegularArchive
+    from dist_lto.archive.reader import RegularArchive
 
     with RegularArchive(archive_path) as archive:
         members = archive.members

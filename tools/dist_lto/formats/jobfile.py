@@ -15,7 +15,7 @@ rejected with its JSON pointer rather than guessed at. See docs/distribute.md.
 
 import os
 
-from dist_lto.jsonio import Fields, read_json
+from dist_lto.formats.jsonio import Fields, read_json
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (milliseconds)
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from dist_lto.meta import ArchiveInput, ArgsInput, Meta, ObjectInput
+from dist_lto.formats.meta import ArchiveInput, ArgsInput, Meta, ObjectInput
 
 _WHOLE_ON = frozenset({"--whole-archive", "-whole-archive"})
 _WHOLE_OFF = frozenset({"--no-whole-archive", "-no-whole-archive"})

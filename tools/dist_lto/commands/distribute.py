@@ -28,17 +28,17 @@ from dist_lto.backend import (
 )
 from dist_lto.cli import scan
 from dist_lto.errors import EXIT_INTERNAL, BadInput, DistLtoError
+from dist_lto.formats.jobfile import Job, JobFile, read_job_file
 from dist_lto.fsutil import remove_quietly
-from dist_lto.jobfile import Job, JobFile, read_job_file
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable
 
-    from dist_lto.forkserver import ForkServer
-    from dist_lto.remote.executor import RemoteExecutor
-    from dist_lto.result_cache import KeyMaker, ResultCache
+    from dist_lto.distribute.remote.executor import RemoteExecutor
+    from dist_lto.distribute.result_cache import KeyMaker, ResultCache
+    from dist_lto.process.forkserver import ForkServer
 
 PROG = "dist-lto distribute"
 USAGE = (
@@ -218,11 +218,11 @@ class Settings:
                  "verbose")  # fmt: skip
 
     def __init__(self, opts: Options) -> None:
-        from dist_lto.result_cache import DEFAULT_MAX_SIZE, default_cache_dir, parse_size
+        from dist_lto.distribute.result_cache import DEFAULT_MAX_SIZE, default_cache_dir, parse_size
 
         self.remote = None
         if opts.remote is not None:
-            from dist_lto.remote.settings import settings_from_options
+            from dist_lto.distribute.remote.settings import settings_from_options
 
             self.remote = settings_from_options(
                 opts.remote, opts.instance, opts.remote_header, opts.platform
@@ -349,7 +349,7 @@ class WorkerCompiler:
         """Whether the last `run` went through the fork server."""
 
     def run(self, argv: list[str], on_start: "Callable[[int], None] | None") -> tuple[int, bytes]:
-        from dist_lto.forkserver import ForkServer, ForkServerLost
+        from dist_lto.process.forkserver import ForkServer, ForkServerLost
 
         if self.server is None and self.preload is not None:
             try:
@@ -531,7 +531,7 @@ class Distribution:
         return how
 
     def _run_remote(self, job: Job) -> str:
-        from dist_lto.remote.executor import REMOTE_CACHED
+        from dist_lto.distribute.remote.executor import REMOTE_CACHED
 
         assert self.remote is not None
         outcome = self.remote.run(job)
@@ -671,7 +671,7 @@ def _job_failure(files: JobFile, job: Job, err: BaseException) -> DistLtoError:
 def _open_cache(
     files: JobFile, settings: Settings, reporter: Reporter
 ) -> "tuple[ResultCache | None, KeyMaker | None]":
-    from dist_lto.result_cache import KeyMaker, ResultCache, command_identity
+    from dist_lto.distribute.result_cache import KeyMaker, ResultCache, command_identity
 
     if settings.cache_dir is None:
         return None, None
@@ -762,7 +762,7 @@ def _fork_server_library(files: JobFile, settings: Settings, reporter: Reporter)
     when it cannot be built) where compilers are to be started directly."""
     if not settings.fork_server:
         return None
-    from dist_lto.forkserver import library, unusable_reason
+    from dist_lto.process.forkserver import library, unusable_reason
 
     reason = unusable_reason(files.args)
     if reason is not None:
@@ -788,7 +788,7 @@ def main(argv: list[str]) -> int:
     cache, keys = _open_cache(files, settings, reporter)
     remote = None
     if settings.remote is not None:
-        from dist_lto.remote.executor import RemoteExecutor
+        from dist_lto.distribute.remote.executor import RemoteExecutor
 
         remote = RemoteExecutor(files, settings.remote)
     preload = _fork_server_library(files, settings, reporter)

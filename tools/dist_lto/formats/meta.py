@@ -12,8 +12,8 @@ import posixpath
 from dataclasses import dataclass
 from typing import Any
 
-from dist_lto.jsonio import Fields, read_json
-from dist_lto.spelling import all_plain
+from dist_lto.formats.jsonio import Fields, read_json
+from dist_lto.llvm.spelling import all_plain
 
 META_VERSION = 1
 
