@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 from dist_lto import cli
 from dist_lto.errors import BadInput
+from dist_lto.formats.manifest import parse_manifest
 from dist_lto.formats.meta import (
     ArchiveInput,
     ArgsInput,
     ObjectInput,
     _fast_meta,
     _Parser,
-    parse_manifest,
     parse_meta,
 )
 from hypothesis import HealthCheck, given, settings

@@ -17,10 +17,8 @@ from dist_lto.formats.plans import (
     parse_archive_plan,
     parse_link_plan,
     parse_object_plan,
-    parse_response_file,
-    quote_arg,
-    response_file,
 )
+from dist_lto.formats.response_file import parse_response_file, quote_arg, response_file
 from dist_lto.llvm import linkline
 from dist_lto.llvm.index_step import Layout, is_raw_linker
 from dist_lto.llvm.spelling import climb, is_plain

@@ -22,11 +22,11 @@ import pytest
 import workloads
 from conftest import Llvm, run_cli
 from dist_lto.formats.plans import (
-    parse_response_file,
     read_archive_plan,
     read_link_plan,
     read_object_plan,
 )
+from dist_lto.formats.response_file import parse_response_file
 from dist_lto.llvm.bitcode import read_index_modules
 from dist_lto.llvm.toolchain import tool
 

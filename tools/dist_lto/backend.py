@@ -26,11 +26,11 @@ even `subprocess` or `signal` (their imports cost more than this whole module's
 import _signal
 import os
 
+from dist_lto import TYPE_CHECKING
 from dist_lto.errors import EXIT_INTERNAL, BadInput, DistLtoError
 from dist_lto.fsutil import remove_quietly, temp_path_for
 from dist_lto.llvm.bitcode import module_has_hash, read_index_modules
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (milliseconds)
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 

@@ -17,7 +17,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from xml.sax.saxutils import escape
 
-from dist_lto.formats.meta import read_manifest, read_meta
+from dist_lto.formats.manifest import read_manifest
+from dist_lto.formats.meta import read_meta
 from dist_lto.formats.plans import read_archive_plan, read_link_plan, read_object_plan
 from dist_lto.fsutil import write_atomic
 

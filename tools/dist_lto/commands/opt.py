@@ -10,6 +10,7 @@ started as `python3 -S -E path/to/dist_lto/__main__.py opt ...` (see docs/opt.md
 import os
 import sys
 
+from dist_lto import TYPE_CHECKING
 from dist_lto.backend import (
     check_primary,
     pass_through,
@@ -23,7 +24,6 @@ from dist_lto.errors import BadInput
 from dist_lto.llvm.bitcode import is_bitcode
 from dist_lto.llvm.flags import read_args_file, translate
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (milliseconds)
 if TYPE_CHECKING:
     import argparse
 

@@ -22,15 +22,8 @@ from dataclasses import dataclass, field
 
 from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.formats.jsonio import dumps
-from dist_lto.formats.meta import (
-    ArchiveInput,
-    Manifest,
-    Member,
-    Meta,
-    ObjectInput,
-    read_manifest,
-    read_meta,
-)
+from dist_lto.formats.manifest import Manifest, Member, read_manifest
+from dist_lto.formats.meta import ArchiveInput, Meta, ObjectInput, read_meta
 from dist_lto.formats.plans import (
     PLAN_VERSION,
     ArchivePlan,
@@ -38,8 +31,8 @@ from dist_lto.formats.plans import (
     LinkPlan,
     MemberPlan,
     ObjectPlan,
-    response_file,
 )
+from dist_lto.formats.response_file import response_file
 from dist_lto.fsutil import write_atomic, write_failure
 from dist_lto.llvm import index_step, linkline
 from dist_lto.llvm.index_step import DirListing, Layout

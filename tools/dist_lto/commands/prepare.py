@@ -20,18 +20,17 @@ import errno
 import os
 import stat
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import Any
 
-from dist_lto import fsutil
+from dist_lto import TYPE_CHECKING, fsutil
 from dist_lto.archive.ar_headers import ARCH_MAGIC, THIN_MAGIC, read_thin_members
 from dist_lto.errors import BadInput
 from dist_lto.formats import jsonio
+from dist_lto.formats.manifest import Entry, manifest_document
 from dist_lto.llvm.bitcode import is_bitcode
 
 if TYPE_CHECKING:
     from dist_lto.archive.reader import RegularArchive
-
-MANIFEST_VERSION = 1
 
 NAME_MAX = 255
 """Longest file name component Linux file systems accept, in bytes."""
@@ -52,19 +51,6 @@ _REJECTED_TYPES = {
 """Member types (from the header's mode field) that are never extracted."""
 
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-class Entry(TypedDict):
-    """One member in the manifest (docs/prepare.md)."""
-
-    name: str
-    """The member's name as the archive records it."""
-    position: int
-    """0-based, in archive order, counting real members only (no symbol or name tables)."""
-    path: str
-    """Where the member's bytes are, relative to the manifest's directory."""
-    size: int
-    bitcode: bool
 
 
 class UnsafeName(ValueError):
@@ -440,12 +426,8 @@ def prepare(archive_path: str, objects_dir: str, manifest: str) -> dict[str, Any
                 entries = prepare_thin(archive_path, _read_all(archive_path), outputs)
             else:
                 entries = prepare_regular(archive_path, outputs, made, staging)
-            document = {
-                "version": MANIFEST_VERSION,
-                "archive": os.path.basename(archive_path),
-                "thin": magic == THIN_MAGIC,
-                "members": entries,
-            }
+            archive = os.path.basename(archive_path)
+            document = manifest_document(archive, magic == THIN_MAGIC, entries)
             out.write(jsonio.dumps(document))
         placed = True
         writing = objects_dir

@@ -15,9 +15,9 @@ rejected with its JSON pointer rather than guessed at. See docs/distribute.md.
 
 import os
 
+from dist_lto import TYPE_CHECKING
 from dist_lto.formats.jsonio import Fields, read_json
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (milliseconds)
 if TYPE_CHECKING:
     from typing import Any, ClassVar
 

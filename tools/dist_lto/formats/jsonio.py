@@ -16,10 +16,10 @@ a job file on every link, and importing orjson costs more than parsing: it loads
 
 import json
 
+from dist_lto import TYPE_CHECKING
 from dist_lto.errors import BadInput
 from dist_lto.fsutil import write_atomic
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (milliseconds)
 if TYPE_CHECKING:
     from typing import Any, NoReturn, TypeVar
 

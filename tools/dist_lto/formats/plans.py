@@ -1,4 +1,4 @@
-"""The planner's outputs: object, archive and link plans (version 1) and response files.
+"""The planner's outputs: object, archive and link plans (version 1).
 
 Each shape is a TypedDict so that the hot path (100,000 object plans) builds plain
 dicts for orjson while the fields stay typed and documented in one place; readers
@@ -8,10 +8,8 @@ in docs/plan.md.
 
 from __future__ import annotations
 
-import re
 from typing import Any, TypedDict
 
-from dist_lto.errors import BadInput
 from dist_lto.formats.jsonio import Fields, read_json
 
 PLAN_VERSION = 1
@@ -177,56 +175,3 @@ def read_archive_plan(path: str) -> ArchivePlan:
 
 def read_link_plan(path: str) -> LinkPlan:
     return parse_link_plan(read_json(path, "link plan"), path)
-
-
-# Response files: the GNU syntax that clang and LLD read (`@FILE`). Every whitespace,
-# quote and backslash character is escaped with a backslash; an empty argument is ''.
-_SPECIAL = re.compile(r"""[ \t\r\n\v\f'"\\]""")
-
-
-def quote_arg(arg: str) -> str:
-    if not arg:
-        return "''"
-    return _SPECIAL.sub(lambda m: "\\" + m.group(0), arg)
-
-
-def response_file(args: list[str]) -> bytes:
-    """One argument per line, escaped for `@FILE` expansion by clang or LLD."""
-    return "".join(quote_arg(a) + "\n" for a in args).encode()
-
-
-def parse_response_file(text: str, file: str = "response file") -> list[str]:
-    """The arguments of a GNU-syntax response file (quotes and backslash escapes)."""
-    args: list[str] = []
-    token: list[str] = []
-    in_token = False
-    quote = ""
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if c == "\\" and i + 1 < len(text):
-            token.append(text[i + 1])
-            in_token = True
-            i += 2
-            continue
-        if quote:
-            if c == quote:
-                quote = ""
-            else:
-                token.append(c)
-        elif c in "'\"":
-            quote = c
-            in_token = True
-        elif c in " \t\r\n\v\f":
-            if in_token:
-                args.append("".join(token))
-                token, in_token = [], False
-        else:
-            token.append(c)
-            in_token = True
-        i += 1
-    if quote:
-        raise BadInput(f"{file}: unterminated {quote} quote")
-    if in_token:
-        args.append("".join(token))
-    return args

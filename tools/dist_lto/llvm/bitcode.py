@@ -11,9 +11,8 @@ clang catches exactly that, for well under a millisecond.
 Standard library only, no `struct`: this runs once per backend action.
 """
 
+from dist_lto import TYPE_CHECKING
 from dist_lto.errors import BadInput
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (milliseconds)
 
 BITCODE_MAGIC = b"BC\xc0\xde"
 WRAPPER_MAGIC = b"\xde\xc0\x17\x0b"

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dist_lto.errors import BadInput, DistLtoError
-from dist_lto.formats.plans import response_file
+from dist_lto.formats.response_file import response_file
 from dist_lto.fsutil import write_atomic
 from dist_lto.llvm.bitcode import is_bitcode
 from dist_lto.llvm.spelling import climb, is_plain, norm

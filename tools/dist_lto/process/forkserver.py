@@ -18,12 +18,12 @@ directory (whatever --cache-dir says: it belongs to this machine).
 import os
 import sys
 
+from dist_lto import TYPE_CHECKING
 from dist_lto.backend import describe_status, exit_status, run_tool, spawn
 from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.fsutil import remove_quietly, temp_path_for
 from dist_lto.llvm.toolchain import which
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
     from socket import socket

@@ -48,6 +48,7 @@ from dist_lto.distribute.remote.cas import (
 from dist_lto.distribute.remote.connection import Connection, RemoteFailed
 from dist_lto.distribute.remote.protos import code_pb2, error_details_pb2, re_pb2
 from dist_lto.distribute.remote.settings import RemoteSettings
+from dist_lto.distribute.reporting import Status
 from dist_lto.errors import EXIT_INTERNAL, BadInput
 from dist_lto.formats.jobfile import Job, JobFile
 from dist_lto.fsutil import remove_quietly, temp_path_for
@@ -55,8 +56,8 @@ from dist_lto.fsutil import remove_quietly, temp_path_for
 EXECUTE_TIMEOUT = 3600.0
 """Seconds one Execute call may wait for its action (queueing included)."""
 
-EXECUTED = "executed remotely"
-REMOTE_CACHED = "remote cache"
+EXECUTED = Status.REMOTE_EXECUTED
+REMOTE_CACHED = Status.REMOTE_CACHED
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ class RemoteOutcome:
     """What happened to one job: `how` (EXECUTED or REMOTE_CACHED), the worker that ran
     it (from the ActionResult's execution metadata), the compiler's stderr."""
 
-    how: str
+    how: Status
     worker: str
     stderr: bytes
     action: str
