@@ -41,6 +41,7 @@ DIST_LTO_SOURCES = [
     "dist_lto/llvm/index_step.py",
     "dist_lto/llvm/linkline.py",
     "dist_lto/llvm/spelling.py",
+    "dist_lto/llvm/summary.py",
     "dist_lto/llvm/toolchain.py",
     "dist_lto/process/__init__.py",
     "dist_lto/process/forkserver.py",

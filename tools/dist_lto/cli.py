@@ -15,7 +15,15 @@ load, because each further module costs the opt path ~0.2 ms.
 import os
 import sys
 
+from dist_lto import TYPE_CHECKING
 from dist_lto.errors import EXIT_INTERNAL, DistLtoError
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable
+    from typing import TypeVar
+
+    T = TypeVar("T")
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "prepare": ("commands.prepare", "turn an archive into a directory of objects and a manifest"),
@@ -74,6 +82,40 @@ def scan(
         else:
             positional.append(arg)
     return positional
+
+
+def parse(
+    argv: list[str],
+    fast: "Callable[[list[str]], T | None]",
+    build_parser: "Callable[[], argparse.ArgumentParser]",
+    options: "type[T]",
+) -> "T":
+    """`fast(argv)` (built on `scan`), or, when it declines, what argparse makes of `argv`
+    copied into a new `options` (a class whose `__slots__` name its parser's dests)."""
+    opts = fast(argv)
+    if opts is not None:
+        return opts
+    namespace = build_parser().parse_args(argv)
+    opts = options()
+    for name in options.__slots__:  # type: ignore[attr-defined]
+        setattr(opts, name, getattr(namespace, name))
+    return opts
+
+
+def argument_parser(
+    prog: str, usage: str, description: str, epilog: str
+) -> "argparse.ArgumentParser":
+    """An argparse parser for a command that `parse`s its usual command line by hand;
+    argparse is imported only here, for `--help` and usage errors."""
+    import argparse
+
+    return argparse.ArgumentParser(
+        prog=prog,
+        usage=usage,
+        description=description,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 def _help() -> str:

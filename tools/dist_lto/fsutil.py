@@ -54,6 +54,37 @@ def write_atomic(path: str, data: bytes) -> None:
         f.write(data)
 
 
+def move(source: str, final: str) -> None:
+    """Rename a file or directory to `final`; across file systems, copy it through a
+    temporary name beside `final` and rename that, then remove `source`."""
+    import errno
+
+    try:
+        os.rename(source, final)
+        return
+    except OSError as err:
+        if err.errno != errno.EXDEV:
+            raise
+    import shutil  # only across file systems: `dist-lto opt` imports this module per action
+
+    temporary = temp_path_for(final)
+    try:
+        if os.path.isdir(source):
+            shutil.copytree(source, temporary, symlinks=True)
+        else:
+            shutil.copyfile(source, temporary)
+        os.rename(temporary, final)
+    except BaseException:
+        if os.path.isdir(temporary):
+            shutil.rmtree(temporary, ignore_errors=True)
+        remove_quietly(temporary)
+        raise
+    if os.path.isdir(source):
+        shutil.rmtree(source)
+    else:
+        os.unlink(source)
+
+
 def write_failure(err: OSError, path: str | None = None) -> DistLtoError:
     """The one-line error for an output that could not be written (`path`, else the
     error's file name): bad input when its path cannot name a file (a file where a

@@ -20,7 +20,7 @@ import time
 
 from dist_lto import TYPE_CHECKING, backend
 from dist_lto.backend import stop_with_parent
-from dist_lto.cli import scan
+from dist_lto.cli import argument_parser, parse, scan
 from dist_lto.distribute.reporting import PROG, Reporter
 from dist_lto.distribute.scheduler import Distribution
 from dist_lto.errors import BadInput, DistLtoError
@@ -117,15 +117,7 @@ def _parse_fast(argv: list[str]) -> Options | None:
 
 def build_parser() -> "argparse.ArgumentParser":
     """The argparse parser: the reference for `--help` and for usage errors."""
-    import argparse
-
-    parser = argparse.ArgumentParser(
-        prog=PROG,
-        usage=USAGE,
-        description=DESCRIPTION,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = argument_parser(PROG, USAGE, DESCRIPTION, EPILOG)
     parser.add_argument(
         "-j",
         "--jobs",
@@ -191,14 +183,7 @@ def build_parser() -> "argparse.ArgumentParser":
 
 
 def parse_args(argv: list[str]) -> Options:
-    opts = _parse_fast(argv)
-    if opts is not None:
-        return opts
-    namespace = build_parser().parse_args(argv)
-    opts = Options()
-    for name in Options.__slots__:
-        setattr(opts, name, getattr(namespace, name))
-    return opts
+    return parse(argv, _parse_fast, build_parser, Options)
 
 
 class Settings:

@@ -19,7 +19,7 @@ from dist_lto.backend import (
     split_dwarf_flags,
     stop_with_parent,
 )
-from dist_lto.cli import scan
+from dist_lto.cli import argument_parser, parse, scan
 from dist_lto.errors import BadInput
 from dist_lto.llvm.bitcode import is_bitcode
 from dist_lto.llvm.flags import read_args_file, translate
@@ -83,46 +83,53 @@ def _parse_fast(argv: list[str]) -> Options | None:
 
 def build_parser() -> "argparse.ArgumentParser":
     """The argparse parser: the reference for `--help` and for error messages."""
-    import argparse
-
-    parser = argparse.ArgumentParser(
-        prog=PROG,
-        usage=USAGE,
-        description=DESCRIPTION,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = argument_parser(PROG, USAGE, DESCRIPTION, EPILOG)
+    parser.add_argument(
+        "--input",
+        required=True,
+        metavar="M.o",
+        help="the module: bitcode, spelled exactly as the index step saw it",
     )
-    parser.add_argument("--input", required=True, metavar="M.o",
-                        help="the module: bitcode, spelled exactly as the index step saw it")
-    parser.add_argument("--index", required=True, metavar="M.thinlto.bc",
-                        help="its individual index from the index step")
+    parser.add_argument(
+        "--index",
+        required=True,
+        metavar="M.thinlto.bc",
+        help="its individual index from the index step",
+    )
     parser.add_argument("--out", required=True, metavar="M.opt.o", help="the native object")
-    parser.add_argument("--args", metavar="LINK_FLAGS_FILE",
-                        help="the link's flags, one argument per line (default: none)")
-    parser.add_argument("--dwo", metavar="M.opt.dwo",
-                        help="write split DWARF here (created empty when there is nothing to"
-                             " split); its name is what the object's skeleton unit records")
-    parser.add_argument("--print-command", action="store_true",
-                        help="print the backend command (with the final -o) and run nothing")
-    parser.add_argument("--no-lld-defaults", action="store_true",
-                        help="do not add -ffunction-sections -fdata-sections -faddrsig, which"
-                             " LLD's in-process ThinLTO always uses (the PIC flag stays)")
-    parser.add_argument("command", nargs="+", metavar="CLANG [EXTRA FLAGS...]",
-                        help="after --: the compiler, and flags that go after the translated"
-                             " ones")
+    parser.add_argument(
+        "--args",
+        metavar="LINK_FLAGS_FILE",
+        help="the link's flags, one argument per line (default: none)",
+    )
+    parser.add_argument(
+        "--dwo",
+        metavar="M.opt.dwo",
+        help="write split DWARF here (created empty when there is nothing to"
+        " split); its name is what the object's skeleton unit records",
+    )
+    parser.add_argument(
+        "--print-command",
+        action="store_true",
+        help="print the backend command (with the final -o) and run nothing",
+    )
+    parser.add_argument(
+        "--no-lld-defaults",
+        action="store_true",
+        help="do not add -ffunction-sections -fdata-sections -faddrsig, which"
+        " LLD's in-process ThinLTO always uses (the PIC flag stays)",
+    )
+    parser.add_argument(
+        "command",
+        nargs="+",
+        metavar="CLANG [EXTRA FLAGS...]",
+        help="after --: the compiler, and flags that go after the translated ones",
+    )
     return parser  # fmt: skip
 
 
 def parse_args(argv: list[str]) -> Options:
-    opts = _parse_fast(argv)
-    if opts is not None:
-        return opts
-    namespace = build_parser().parse_args(argv)
-    opts = Options()
-    for name in ("input", "index", "out", "args", "dwo", "print_command", "no_lld_defaults",
-                 "command"):  # fmt: skip
-        setattr(opts, name, getattr(namespace, name))
-    return opts
+    return parse(argv, _parse_fast, build_parser, Options)
 
 
 def backend_command(opts: Options) -> list[str]:

@@ -16,7 +16,6 @@ import errno
 import gc
 import os
 import posixpath
-import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -33,7 +32,7 @@ from dist_lto.formats.plans import (
     ObjectPlan,
 )
 from dist_lto.formats.response_file import response_file
-from dist_lto.fsutil import write_atomic, write_failure
+from dist_lto.fsutil import move, write_atomic, write_failure
 from dist_lto.llvm import index_step, linkline
 from dist_lto.llvm.index_step import DirListing, Layout
 from dist_lto.llvm.spelling import all_plain, is_plain, norm
@@ -447,7 +446,7 @@ class _Planner:
         for module in self.modules.values():
             if module.index_src != module.index_dst:
                 dirs.ensure_parent(module.index_dst)
-                _move(module.index_src, module.index_dst)
+                move(module.index_src, module.index_dst)
 
     def object_outputs(self, objects: list[ObjectInput]) -> list[str]:
         """What `write_objects(objects)` writes (to remove it again after a failure)."""
@@ -599,17 +598,6 @@ class _WholeWriter:
         return True
 
 
-def _move(src: str, dst: str) -> None:
-    try:
-        os.replace(src, dst)
-    except OSError as err:
-        if err.errno != errno.EXDEV:
-            raise
-        shutil.copyfile(src, dst + ".tmp")
-        os.replace(dst + ".tmp", dst)
-        os.unlink(src)
-
-
 PARALLEL_MIN_OBJECTS = 8192
 """Below this many objects the planner works in one process."""
 
@@ -623,7 +611,7 @@ def plan(meta_path: str, command: list[str], *, replay: bool, jobs: int = 0) -> 
 
     Everything is read and checked before the first output is written. With `jobs` > 1
     (0: one per CPU for a large link), worker processes each read the imports of a share
-    of the objects and write their plans, in step with this process (`parts.py`).
+    of the objects and write their plans, in step with this process (`process/parts.py`).
     """
     gc.disable()  # a short run that allocates ~10 objects per module and frees nothing early
     try:

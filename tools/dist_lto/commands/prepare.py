@@ -475,38 +475,10 @@ def _publish(staging: str, objects_dir: str, made: Created) -> None:
             if err.errno not in (errno.EBUSY, errno.EINVAL, errno.EXDEV):
                 raise
     for name in sorted(os.listdir(staging)):
-        source, final = os.path.join(staging, name), os.path.join(objects_dir, name)
-        try:
-            os.rename(source, final)
-        except OSError as err:
-            if err.errno != errno.EXDEV:
-                raise
-            _copy_across(source, final)
+        final = os.path.join(objects_dir, name)
+        fsutil.move(os.path.join(staging, name), final)
         (made.directories if os.path.isdir(final) else made.files).append(final)
     os.rmdir(staging)
-
-
-def _copy_across(source: str, final: str) -> None:
-    """Copy an extracted file or directory to another file system, through a temporary
-    name, then remove the source."""
-    import shutil
-
-    temporary = fsutil.temp_path_for(final)
-    try:
-        if os.path.isdir(source):
-            shutil.copytree(source, temporary, symlinks=True)
-        else:
-            shutil.copyfile(source, temporary)
-        os.rename(temporary, final)
-    except BaseException:
-        if os.path.isdir(temporary):
-            shutil.rmtree(temporary, ignore_errors=True)
-        fsutil.remove_quietly(temporary)
-        raise
-    if os.path.isdir(source):
-        shutil.rmtree(source)
-    else:
-        os.unlink(source)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -32,7 +32,7 @@ _MST_CODE_ENTRY = 1
 _MST_CODE_HASH = 2
 _MODULE_CODE_HASH = 17
 _UNABBREV_RECORD = 3
-_FS_FLAGS = 20
+FS_FLAGS = 20
 _SKIP_MODULE_FLAG = 0x2
 """`ModuleSummaryIndex::skipModuleByDistributedBackend`: the module is not in the link."""
 
@@ -149,7 +149,7 @@ class _Reader(_BitCursor):
 
 Abbrev = list[tuple[int, int]]
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     Decoder = Callable[[_Reader, int, list[Abbrev]], tuple[int, list[int], bytes]]
     """How `_Block.next` decodes a record: `_record` (arrays as bytes) or `_values`."""
@@ -326,6 +326,29 @@ class _Block:
             return (record or _record)(reader, abbrev_id, self.abbrevs)
 
 
+def _subblocks(
+    reader: _Reader, width: int, blockinfo: dict[int, list[Abbrev]]
+) -> "Iterator[tuple[int, int, list[Abbrev], int, int]]":
+    """The sub-blocks of the block `reader` is in (entered with abbreviation width
+    `width`), as (block id, its abbreviation width, the abbreviations it inherits from
+    BLOCKINFO, its first byte, its end bit). The caller reads a sub-block's entries or
+    not; the walk goes on after its end, and fails there if the data ends first."""
+    block = _Block(reader, width, [])
+    while (entry := block.next()) is not None:
+        code, ops, _ = entry
+        if code != _SUBBLOCK:
+            continue
+        block_id, sub_width = ops
+        reader.align32()
+        start = reader.pos >> 3
+        words = reader.read(32)
+        end = reader.pos + words * 32
+        yield block_id, sub_width, blockinfo.get(block_id, []), start, end
+        reader.pos = end
+        if end > reader.end:
+            raise _Truncated
+
+
 def _blockinfo(reader: _Reader, width: int, table: dict[int, list[Abbrev]]) -> None:
     """BLOCKINFO: abbreviations that other blocks start with, keyed by block id."""
     current: int | None = None
@@ -410,24 +433,12 @@ def _module_block(reader: _Reader, width: int, blockinfo: dict[int, list[Abbrev]
     paths: list[bytes] | None = None
     hashes: list[tuple[int, ...]] = []
     skip = False
-    module = _Block(reader, width, [])
-    while (entry := module.next()) is not None:
-        code, ops, _ = entry
-        if code != _SUBBLOCK:
-            continue
-        block_id, sub_width = ops
-        reader.align32()
-        words = reader.read(32)
-        block_end = reader.pos + words * 32
-        inherited = blockinfo.get(block_id, [])
+    for block_id, sub_width, inherited, _, _ in _subblocks(reader, width, blockinfo):
         if block_id == _MODULE_STRTAB_BLOCK:
             paths = _module_paths(_Block(reader, sub_width, inherited), hashes)
         elif block_id == _GLOBALVAL_SUMMARY_BLOCK:
             skip = _summary_flags(_Block(reader, sub_width, inherited)) & _SKIP_MODULE_FLAG != 0
             break
-        reader.pos = block_end
-        if block_end > reader.end:
-            raise _Truncated
     if paths is None:
         raise ValueError("no module table (MODULE_STRTAB_BLOCK): not a ThinLTO index")
     return IndexModules(paths, skip, hashes)
@@ -509,7 +520,7 @@ def _summary_flags(block: _Block) -> int:
     """The FLAGS record, which the writer puts first in the summary block (after VERSION)."""
     while (entry := block.next()) is not None:
         code, ops, _ = entry
-        if code == _FS_FLAGS:
+        if code == FS_FLAGS:
             return ops[0] if ops else 0
         if code == _SUBBLOCK:
             _skip_block(block.reader)
@@ -576,19 +587,9 @@ def read_index_records(data: bytes) -> IndexRecords:
     summary_bytes = b""
     cuts: list[tuple[int, int]] = []
     try:
-        module = _Block(reader, width, [])
-        while (entry := module.next()) is not None:
-            code, ops, _ = entry
-            if code != _SUBBLOCK:
-                continue
-            block_id, sub_width = ops
-            reader.align32()
-            start = reader.pos >> 3
-            words = reader.read(32)
-            end = reader.pos + words * 32
+        for block_id, sub_width, inherited, start, end in _subblocks(reader, width, blockinfo):
             if end > reader.end:
                 raise _Truncated
-            inherited = blockinfo.get(block_id, [])
             if block_id == _MODULE_STRTAB_BLOCK:
                 modules = _module_table(_Block(reader, sub_width, inherited))
                 cuts.append((start, end >> 3))
@@ -596,7 +597,6 @@ def read_index_records(data: bytes) -> IndexRecords:
                 summary_bytes = data[start + 4 : end >> 3]
                 summary = _summary_records(_Block(reader, sub_width, inherited))
                 cuts.append((start, end >> 3))
-            reader.pos = end
     except _Truncated:
         raise ValueError("truncated bitcode") from None
     if modules is None:

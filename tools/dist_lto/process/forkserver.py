@@ -47,6 +47,8 @@ def unusable_reason(args: list[str]) -> str | None:
         return f"{compiler} is a wrapper around {args[1]}"
     if sys.platform != "linux":
         return "not Linux"
+    if not _glibc():
+        return "the C library is not glibc"
     if os.environ.get("LD_PRELOAD"):
         return "LD_PRELOAD is set"
     path = which(compiler)
@@ -59,6 +61,17 @@ def unusable_reason(args: list[str]) -> str | None:
     except OSError as err:
         return f"{path}: {err.strerror}"
     return None
+
+
+def _glibc() -> bool:
+    """Whether this system's C library is glibc: the preload library takes over glibc's
+    `__libc_start_main`, which other C libraries (musl) do not call the same way. Asked of
+    `confstr`, which costs no import (`platform.libc_ver` would load `platform` and read
+    the interpreter's binary)."""
+    try:
+        return (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
+    except (ValueError, OSError):
+        return False
 
 
 def library(compiler: str, root: str) -> str:
