@@ -31,9 +31,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import plan as plan_bench
-import workloads
+from support import workloads
 
 LIMITS_MB = {"plan": 256, "prepare": 96}
 """The limits in docs/reliability.md, in MiB: the peak RSS of `plan` at 100k objects (workers

@@ -27,7 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import workloads
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from support import workloads
 
 REPO = Path(__file__).resolve().parent.parent
 LINK_FLAGS = ["-flto=thin", "-fuse-ld=lld", "-Wl,--gc-sections", "-lm"]

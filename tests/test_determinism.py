@@ -16,9 +16,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import workloads
 from conftest import Llvm, run_cli
 from dist_lto.formats.plans import read_archive_plan, read_object_plan
+from support import workloads
 from test_kill import lua_meta
 
 OPT = [sys.executable, "-S", "-E",

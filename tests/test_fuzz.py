@@ -8,12 +8,16 @@ themselves are shown to catch what they look for.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
+import pytest
+from conftest import REPO
+
+sys.path.insert(0, str(REPO / "bench"))  # what is tested here is the campaign, bench/fuzz.py
 import fuzz
 import fuzz_sandbox
-import pytest
 from fuzz_cases import TOOLS, Case
 
 SUITE_COUNTS = {"prepare": 160, "plan": 120, "opt": 60, "distribute": 60}

@@ -17,12 +17,12 @@ import sys
 from pathlib import Path
 
 import pytest
-import workloads
 from conftest import REPO, Llvm, ThinIndex, run_cli
 from dist_lto import backend
 from dist_lto.errors import DistLtoError
 from dist_lto.llvm.bitcode import parse_index
 from dist_lto.llvm.toolchain import tool
+from support import workloads
 from test_backend_index import BitWriter, write_index
 
 OPT = [sys.executable, "-S", "-E", str(REPO / "tools" / "dist_lto" / "__main__.py"), "opt"]

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import workloads
 from conftest import Llvm
 from dist_lto.formats.plans import read_archive_plan
+from support import workloads
 
 DIST_LTO = [sys.executable, "-m", "dist_lto"]
 KILLS = {"prepare": 8, "plan": 8, "opt": 6, "distribute": 3, "distribute-from-cache": 4}

@@ -19,7 +19,6 @@ from typing import Any
 
 import orjson
 import pytest
-import workloads
 from conftest import Llvm, run_cli
 from dist_lto.formats.plans import (
     read_archive_plan,
@@ -29,6 +28,7 @@ from dist_lto.formats.plans import (
 from dist_lto.formats.response_file import parse_response_file
 from dist_lto.llvm.bitcode import read_index_modules
 from dist_lto.llvm.toolchain import tool
+from support import workloads
 
 EXPECTED_OUTPUT = "result 129 ctor 7\n"
 

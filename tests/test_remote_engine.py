@@ -1,6 +1,6 @@
 """`dist-lto distribute --remote` against a real BuildBarn engine on loopback.
 
-The engine (bench/remote/buildbarn.py, built by .ci/setup) is started here, once per
+The engine (tests/support/buildbarn.py, built by .ci/setup) is started here, once per
 session, with two workers; a test that cannot start it fails. What ran where is read
 from the engine's side: each bb_worker logs the actions it starts and the
 ExecuteResponse it sends back (with the worker id in the execution metadata).
@@ -19,9 +19,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-import buildbarn
 import pytest
-import workloads
 from conftest import DtltoLink, Llvm
 from dist_lto.distribute.remote.cas import CorruptBlob, digest_of
 from dist_lto.distribute.remote.connection import RemoteFailed
@@ -29,6 +27,7 @@ from dist_lto.distribute.remote.executor import RemoteExecutor
 from dist_lto.distribute.remote.protos import re_pb2
 from dist_lto.distribute.remote.settings import settings_from_options
 from dist_lto.formats.jobfile import read_job_file
+from support import buildbarn, workloads
 
 DIST_LTO = str(Path(sys.executable).parent / "dist-lto")
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 LLVM_BIN = os.environ.get("DIST_LTO_LLVM_BIN", "/usr/lib/llvm-22/bin")
 CLANG = os.path.join(LLVM_BIN, "clang")
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("DIST_LTO_WORKLOAD_CACHE", REPO / ".cache" / "workloads"))
 
 SOURCE_PACKAGES = {"lua": ("lua5.4", "lua5.4-5.4.4"), "zstd": ("libzstd", "libzstd-1.5.4+dfsg2")}

@@ -1,6 +1,6 @@
 // Shared settings of the loopback BuildBarn engine. Every value that differs between
 // engines (state directory, ports, worker name) comes from an environment variable
-// that bench/remote/buildbarn.py sets: BuildBarn passes the environment to Jsonnet as
+// that tests/support/buildbarn.py sets: BuildBarn passes the environment to Jsonnet as
 // external variables (std.extVar).
 {
   state: std.extVar('DIST_LTO_RE_STATE'),

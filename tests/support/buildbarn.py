@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-CONFIG = Path(__file__).resolve().parent
+CONFIG = Path(__file__).resolve().parent / "buildbarn_config"
 GO_MODULE = REPO / ".ci" / "buildbarn"
 CACHE = Path(os.environ.get("DIST_LTO_BUILDBARN_CACHE", REPO / ".cache" / "buildbarn"))
 BIN = CACHE / "bin"
