@@ -55,8 +55,11 @@ def files_under(root: Path, top: str) -> list[str]:
     base = root / top
     if base.is_file():
         return [top]
-    return sorted(str(p.relative_to(root)) for p in base.rglob("*")
-                  if p.is_file() and not any(part.startswith(".") for part in p.parts))
+    return sorted(
+        str(p.relative_to(root))
+        for p in base.rglob("*")
+        if p.is_file() and not any(part.startswith(".") for part in p.parts)
+    )
 
 
 def contents(root: Path, paths: list[str]) -> dict[str, bytes]:
@@ -309,8 +312,9 @@ def test_killing_only_the_linker_stops_the_distributor_and_leaves_nothing(
     try:
         distributor = wait_until(
             "two objects written and a compiler under the distributor",
-            lambda: len(list(work.glob("*.native.o"))) >= 2
-            and compiling_under(proc.pid, "dist-lto"),
+            lambda: (
+                len(list(work.glob("*.native.o"))) >= 2 and compiling_under(proc.pid, "dist-lto")
+            ),
         )
         (lld,) = [p for p, (_, name) in session(proc.pid).items() if name == "ld.lld"]
         assert session(proc.pid)[distributor][0] == lld

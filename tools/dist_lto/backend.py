@@ -18,9 +18,9 @@ renamed only after every check, so a failed or killed backend leaves nothing at 
 (and a failed one nothing beside them, not even clang's own temporaries).
 
 Shared by `dist-lto opt` and `dist-lto distribute`. Standard library only, and not
-even `subprocess` or `signal` (their imports cost more than this whole module's
-10 ms budget, measured here: `subprocess` ~12 ms): clang is started with
-`os.posix_spawn` and signals are caught through `_signal`.
+even `subprocess` or `signal` (importing either costs more than the rest of a backend
+action's Python start-up): clang is started with `os.posix_spawn` and signals are
+caught through `_signal`.
 """
 
 import _signal

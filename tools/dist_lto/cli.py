@@ -7,9 +7,9 @@ planner, orjson or libarchive. Each subcommand module provides
 exit status and never as a traceback.
 
 `scan` reads the usual command line of `opt` and `distribute` without argparse: they
-run once per backend or per link, where importing argparse (~6 ms with what it pulls
-in) is a measurable share of their start-up. It lives here, in a module both already
-load, because each further module costs the opt path ~0.2 ms.
+run once per backend or per link, where importing argparse (with what it pulls in) is
+a measurable share of their start-up (docs/benchmarks.md). It lives here, in a module
+both already load, because every further module is paid once per backend action.
 """
 
 import os

@@ -10,7 +10,7 @@ import os
 from dist_lto.errors import BadInput, DistLtoError
 
 # No contextlib or collections.abc: `dist-lto opt` imports this module once per
-# backend action, and those two pull in `collections` and `functools` (milliseconds).
+# backend action, and those two pull in `collections` and `functools`.
 
 
 def temp_path_for(path: str) -> str:
@@ -38,6 +38,15 @@ class atomic_output:
                 remove_quietly(self.tmp)
                 raise
         remove_quietly(self.tmp)
+
+
+def read_input(path: str, what: str) -> bytes:
+    """The whole file at `path`; one that cannot be read is bad input naming it as `what`."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as err:
+        raise BadInput(f"{path}: cannot read {what}: {err.strerror}") from None
 
 
 def remove_quietly(path: str) -> None:

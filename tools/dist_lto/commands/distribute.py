@@ -54,7 +54,7 @@ temporary names and renamed, so no output is ever left half-written. Results are
 in a cache shared by every link (safe when links run at once); a job whose compiler,
 arguments and input contents were seen before runs no compiler. Each worker forks its
 jobs' compilers from a clang that has started once (a fork server), which saves clang's
-~25 ms start-up per job; --no-fork-server starts a compiler per job instead.
+start-up per job; --no-fork-server starts a compiler per job instead.
 
 With --remote, each job runs as an action on a Remote Execution API engine (BuildBarn,
 say) instead of here: the engine's action cache is asked first, so results any machine

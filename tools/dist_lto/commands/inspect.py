@@ -160,9 +160,7 @@ def summary(link: Link, top: int) -> str:
         lines.append(f"longest backends by input size (module + imports, top {top}):")
         for size, key in ranked[:top]:
             m = modules[key]
-            lines.append(
-                f"  {_human(size):>10}  {m.name} ({m.label}, {len(m.imports)} imports)"
-            )
+            lines.append(f"  {_human(size):>10}  {m.name} ({m.label}, {len(m.imports)} imports)")
     lines.append(f"final link arguments: {link.final_link_args}")
     return "\n".join(lines) + "\n"
 
@@ -269,11 +267,17 @@ def main(argv: list[str]) -> int:
         epilog="exit status: 0 success, 2 bad input (missing or malformed meta or plan)",
     )
     parser.add_argument("meta", metavar="META", help="the meta file of a planned link")
-    parser.add_argument("--top", type=int, default=10, metavar="N",
-                        help="how many modules and archives to list (default 10)")
+    parser.add_argument(
+        "--top",
+        type=int,
+        default=10,
+        metavar="N",
+        help="how many modules and archives to list (default 10)",
+    )
     parser.add_argument("--dot", metavar="FILE", help="write the import graph for Graphviz")
-    parser.add_argument("--svg", metavar="FILE",
-                        help="draw the import graph as a self-contained SVG (no Graphviz)")
+    parser.add_argument(
+        "--svg", metavar="FILE", help="draw the import graph as a self-contained SVG (no Graphviz)"
+    )
     args = parser.parse_args(argv)
     if args.top < 1:
         parser.error("--top must be at least 1")

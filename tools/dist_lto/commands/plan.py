@@ -378,21 +378,23 @@ class _Planner:
         for (member, module), rel in zip(archive.members, archive.rels, strict=True):
             opt = module.loaded
             objects, archives, members = self.imports_of(module)
-            plans.append({
-                "position": member.position,
-                "name": member.name,
-                "path": member.path,
-                "input": module.name,
-                "is_bitcode": member.bitcode,
-                "opt": opt,
-                "index_file": (
-                    self.archive_index_name(archive, module, rel) if member.bitcode else None
-                ),
-                "opt_object": rel if opt else None,
-                "imports": objects,
-                "archive_imports": archives,
-                "member_imports": members,  # type: ignore[typeddict-item]
-            })
+            plans.append(
+                {
+                    "position": member.position,
+                    "name": member.name,
+                    "path": member.path,
+                    "input": module.name,
+                    "is_bitcode": member.bitcode,
+                    "opt": opt,
+                    "index_file": (
+                        self.archive_index_name(archive, module, rel) if member.bitcode else None
+                    ),
+                    "opt_object": rel if opt else None,
+                    "imports": objects,
+                    "archive_imports": archives,
+                    "member_imports": members,  # type: ignore[typeddict-item]
+                }
+            )
         a = archive.input
         return {
             "version": PLAN_VERSION,
@@ -425,12 +427,14 @@ class _Planner:
         summaries: list[ArchiveSummary] = []
         for index in sorted(self.archives):
             members = self.archives[index].members
-            summaries.append({
-                "index": index,
-                "opt_members": sum(1 for _, m in members if m.loaded),
-                "native_members": sum(1 for b, _ in members if not b.bitcode),
-                "unused_members": sum(1 for b, m in members if b.bitcode and not m.loaded),
-            })
+            summaries.append(
+                {
+                    "index": index,
+                    "opt_members": sum(1 for _, m in members if m.loaded),
+                    "native_members": sum(1 for b, _ in members if not b.bitcode),
+                    "unused_members": sum(1 for b, m in members if b.bitcode and not m.loaded),
+                }
+            )
         modules = self.object_modules
         return {
             "version": PLAN_VERSION,
@@ -533,8 +537,8 @@ class _WholeWriter:
 
     Each file is written as an unnamed file in its directory (`O_TMPFILE`) and linked
     into place once complete: two directory operations fewer per file than writing a
-    temporary name and renaming it, which on ext4 made the planner ~1.5x the cost of
-    merely creating its plans at 100,000 objects. Where that is not possible (the file
+    temporary name and renaming it, which dominate a large link's planning
+    (docs/benchmarks.md). Where that is not possible (the file
     exists already, no `O_TMPFILE` or `/proc`) it writes `.NAME.tmp-PID-RANDOM` and
     renames. Names are relative to a descriptor of the current directory: plans come
     grouped by directory, and one descriptor at a time bounds the ones held open.
@@ -649,15 +653,19 @@ def _write_plans(planner: _Planner, command: list[str], jobs: int) -> None:
         jobs = default_jobs() if len(objects) >= PARALLEL_MIN_OBJECTS else 1
     jobs = min(jobs, len(objects))
     if jobs > 1:
-        shares = [objects[k * len(objects) // jobs : (k + 1) * len(objects) // jobs]
-                  for k in range(jobs)]
+        shares = [
+            objects[k * len(objects) // jobs : (k + 1) * len(objects) // jobs] for k in range(jobs)
+        ]
         modules = planner.object_modules
         parts.run(
-            [parts.Part(
-                read=lambda share=share: planner.read_imports(modules[o.index] for o in share),
-                write=lambda share=share: planner.write_objects(share),
-                outputs=lambda share=share: planner.object_outputs(share),
-            ) for share in shares],
+            [
+                parts.Part(
+                    read=lambda share=share: planner.read_imports(modules[o.index] for o in share),
+                    write=lambda share=share: planner.write_objects(share),
+                    outputs=lambda share=share: planner.object_outputs(share),
+                )
+                for share in shares
+            ],
             read_shared=lambda: planner.read_imports(planner.member_modules()),
             write_shared=planner.move_index_files,
         )
@@ -709,8 +717,8 @@ def main(argv: list[str]) -> int:
         help="the linker driver and the link's common flags, e.g. clang -fuse-ld=lld -O2 -o app"
         " (required unless --replay)",
     )
-    own, command = (argv, []) if "--" not in argv else (
-        argv[: argv.index("--")], argv[argv.index("--") + 1 :]
+    own, command = (
+        (argv, []) if "--" not in argv else (argv[: argv.index("--")], argv[argv.index("--") + 1 :])
     )
     args = parser.parse_args(own)
     if args.command:

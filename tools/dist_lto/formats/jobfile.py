@@ -29,8 +29,8 @@ _assign = object.__setattr__
 
 class _Frozen:
     """What `@dataclass(frozen=True)` gave Job and JobFile, without `dataclasses`: the
-    distributor reads a job file on every link, and that import (~10 ms with the
-    `inspect` it loads) costs more than reading Lua's whole job file. Equality compares
+    distributor reads a job file on every link, and that import (with the `inspect`
+    it loads) costs more than reading a whole job file. Equality compares
     the `_fields` in order, fields cannot be assigned, instances are unhashable (their
     fields are lists) and can be copied and pickled."""
 

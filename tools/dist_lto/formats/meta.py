@@ -21,7 +21,13 @@ _TOP_KEYS = {"version", "index_dir", "link_plan_output", "final_link_args_output
 _GROUP_KEYS = {"pre_flags", "post_flags", "linkables"}
 _OBJECT_KEYS = {"kind", "index", "path", "index_output", "plan_output", "opt_output"}
 _ARCHIVE_KEYS = {
-    "kind", "index", "manifest", "plan_output", "index_dir", "opt_objects_dir", "whole"
+    "kind",
+    "index",
+    "manifest",
+    "plan_output",
+    "index_dir",
+    "opt_objects_dir",
+    "whole",
 }
 _ARGS_KEYS = {"kind", "args"}
 KINDS = ("object", "archive", "args")
@@ -238,12 +244,18 @@ def _fast_meta(doc: object, file: str) -> Meta | None:
         return None
     version = doc["version"]
     index_dir, link_plan, args_file = (
-        doc["index_dir"], doc["link_plan_output"], doc["final_link_args_output"]
+        doc["index_dir"],
+        doc["link_plan_output"],
+        doc["final_link_args_output"],
     )
     groups = doc["groups"]
     if (
-        type(version) is not int or version != META_VERSION or type(groups) is not list
-        or type(index_dir) is not str or type(link_plan) is not str or type(args_file) is not str
+        type(version) is not int
+        or version != META_VERSION
+        or type(groups) is not list
+        or type(index_dir) is not str
+        or type(link_plan) is not str
+        or type(args_file) is not str
     ):
         return None
     outputs = [index_dir, link_plan, args_file]
@@ -256,8 +268,10 @@ def _fast_meta(doc: object, file: str) -> Meta | None:
     for gi, group in enumerate(groups):
         if type(group) is not dict or "linkables" not in group or not group.keys() <= _GROUP_KEYS:
             return None
-        pre, post, linkables = group.get("pre_flags", []), group.get("post_flags", []), (
-            group["linkables"]
+        pre, post, linkables = (
+            group.get("pre_flags", []),
+            group.get("post_flags", []),
+            (group["linkables"]),
         )
         if type(pre) is not list or type(post) is not list or type(linkables) is not list:
             return None
@@ -273,41 +287,65 @@ def _fast_meta(doc: object, file: str) -> Meta | None:
                     return None
                 index, path = item["index"], item["path"]
                 index_output, plan_output, opt_output = (
-                    item["index_output"], item["plan_output"], item["opt_output"]
+                    item["index_output"],
+                    item["plan_output"],
+                    item["opt_output"],
                 )
                 if (
-                    type(index) is not int or index < 0 or type(path) is not str
-                    or type(index_output) is not str or type(plan_output) is not str
+                    type(index) is not int
+                    or index < 0
+                    or type(path) is not str
+                    or type(index_output) is not str
+                    or type(plan_output) is not str
                     or type(opt_output) is not str
                 ):
                     return None
                 objects.append(index)
                 inputs.append(path)
                 outputs += (index_output, plan_output, opt_output)
-                items.append(ObjectInput(
-                    index, path, index_output, plan_output, opt_output,
-                    f"/groups/{gi}/linkables/{li}",
-                ))
+                items.append(
+                    ObjectInput(
+                        index,
+                        path,
+                        index_output,
+                        plan_output,
+                        opt_output,
+                        f"/groups/{gi}/linkables/{li}",
+                    )
+                )
             elif kind == "archive":
                 if not _ARCHIVE_REQUIRED <= item.keys() <= _ARCHIVE_KEYS:
                     return None
                 index, manifest, whole = item["index"], item["manifest"], item.get("whole", False)
                 plan_output, index_out, opt_dir = (
-                    item["plan_output"], item["index_dir"], item["opt_objects_dir"]
+                    item["plan_output"],
+                    item["index_dir"],
+                    item["opt_objects_dir"],
                 )
                 if (
-                    type(index) is not int or index < 0 or type(manifest) is not str
-                    or type(whole) is not bool or type(plan_output) is not str
-                    or type(index_out) is not str or type(opt_dir) is not str
+                    type(index) is not int
+                    or index < 0
+                    or type(manifest) is not str
+                    or type(whole) is not bool
+                    or type(plan_output) is not str
+                    or type(index_out) is not str
+                    or type(opt_dir) is not str
                 ):
                     return None
                 archives.append(index)
                 manifests.append(manifest)
                 outputs += (plan_output, index_out, opt_dir)
-                items.append(ArchiveInput(
-                    index, manifest, plan_output, index_out, opt_dir, whole,
-                    f"/groups/{gi}/linkables/{li}",
-                ))
+                items.append(
+                    ArchiveInput(
+                        index,
+                        manifest,
+                        plan_output,
+                        index_out,
+                        opt_dir,
+                        whole,
+                        f"/groups/{gi}/linkables/{li}",
+                    )
+                )
             elif kind == "args":
                 args = item["args"] if item.keys() == _ARGS_KEYS else None
                 if type(args) is not list:
@@ -325,9 +363,12 @@ def _fast_meta(doc: object, file: str) -> Meta | None:
         return None
     unique_outputs = set(outputs)
     if (
-        len(unique_outputs) != len(outputs) or len(set(inputs)) != len(inputs)
-        or len(set(objects)) != len(objects) or len(set(archives)) != len(archives)
-        or not unique_outputs.isdisjoint(inputs) or not unique_outputs.isdisjoint(manifests)
+        len(unique_outputs) != len(outputs)
+        or len(set(inputs)) != len(inputs)
+        or len(set(objects)) != len(objects)
+        or len(set(archives)) != len(archives)
+        or not unique_outputs.isdisjoint(inputs)
+        or not unique_outputs.isdisjoint(manifests)
         or posixpath.normpath(file) in unique_outputs
     ):
         return None

@@ -18,6 +18,7 @@ LLD 22's option table (lld/ELF/Options.td, lld/ELF/LTO.cpp). Standard library on
 """
 
 from dist_lto.errors import BadInput
+from dist_lto.fsutil import read_input
 
 LLD_DEFAULT_LTO_O = 2
 """LLD's LTO optimisation level when the link names none (lld/ELF/Driver.cpp,
@@ -485,8 +486,10 @@ def _plugin_opt(option: str, spelling: str, state: _State) -> None:
             f"cannot translate linker flag {spelling!r}: use -fprofile-use= or"
             " -fcs-profile-generate on the link line instead"
         )
-    elif option == "thinlto" or option.startswith(_PLUGIN_DROPPED) or option.endswith(
-        ("lto-wrapper", "lto-wrapper.exe")
+    elif (
+        option == "thinlto"
+        or option.startswith(_PLUGIN_DROPPED)
+        or option.endswith(("lto-wrapper", "lto-wrapper.exe"))
     ):
         return
     else:
@@ -521,11 +524,7 @@ def read_args_file(path: str) -> list[str]:
     A final newline is optional; a file that is not UTF-8 or holds an empty line is
     bad input naming the line.
     """
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as err:
-        raise BadInput(f"{path}: cannot read link flags: {err.strerror}") from None
+    data = read_input(path, "link flags")
     try:
         text = data.decode()
     except UnicodeDecodeError as err:

@@ -37,7 +37,6 @@ LINKER_PROGRAMS = re.compile(r"(ld|lld|ld\.lld|ld64\.lld|ld\.gold|ld\.bfd)(-[0-9
 driver, given linker flags as `-Wl,`."""
 
 
-
 @dataclass(frozen=True)
 class Layout:
     """Where LLD puts the index step's outputs for a given index directory and inputs."""

@@ -1,15 +1,15 @@
 """Backend compiles forked from a waiting clang instead of started afresh.
 
-A distributor runs one clang per module. Each start of Debian's clang 22 costs ~25 ms of
-CPU before it reads its input (binding symbols across libLLVM and libclang-cpp, then
-static constructors), measured as 31 ms per job for Lua's smallest module started
-directly and 11 ms forked. On a 2-core machine that is a tenth of a Lua link.
+A distributor runs one clang per module. Each start of a clang linked against shared
+libLLVM and libclang-cpp spends CPU before it reads its input (binding symbols across
+those libraries, then static constructors): for small modules, more than the compile
+itself (docs/benchmarks.md).
 `forkserver.c`, preloaded into one clang per distributor worker, does that work once and
 then forks the compiler's own `main` for every job; see its header for the protocol.
 
 Used only where it is the same as starting the compiler: `common.args[0]` is an ELF
 program named clang*, run directly (no wrapper before it), no LD_PRELOAD of the user's
-is in force, and Linux. Anything else, or a server that does not come up, and the
+is in force, and Linux with glibc. Anything else, or a server that does not come up, and the
 distributor starts a compiler per job as before. The preload library is built with the
 job file's own clang the first time it is needed and kept in the per-user cache
 directory (whatever --cache-dir says: it belongs to this machine).

@@ -40,11 +40,14 @@ def _report(fd: int, step: Callable[[], None]) -> bool:
         message: dict[str, object] = {"ok": True}
     except (DistLtoError, OSError) as caught:
         err = write_failure(caught) if isinstance(caught, OSError) else caught
-        message = {"ok": False, "message": err.message, "status": err.status,
-                   "detail": err.detail}
+        message = {"ok": False, "message": err.message, "status": err.status, "detail": err.detail}
     except BaseException as err:  # reported by the parent as an internal error
-        message = {"ok": False, "message": f"planner worker: {type(err).__name__}: {err}",
-                   "status": 1, "detail": ""}
+        message = {
+            "ok": False,
+            "message": f"planner worker: {type(err).__name__}: {err}",
+            "status": 1,
+            "detail": "",
+        }
     os.write(fd, orjson.dumps(message) + b"\n")
     return bool(message["ok"])
 
@@ -78,8 +81,7 @@ class _Worker:
         message = orjson.loads(line)
         if message["ok"]:
             return None
-        return DistLtoError(message["message"], status=message["status"],
-                            detail=message["detail"])
+        return DistLtoError(message["message"], status=message["status"], detail=message["detail"])
 
     def go(self) -> None:
         assert self.down is not None
@@ -102,8 +104,9 @@ def remove_files(paths: list[str]) -> None:
             os.unlink(path)
 
 
-def run(parts: list[Part], read_shared: Callable[[], None],
-        write_shared: Callable[[], None]) -> None:
+def run(
+    parts: list[Part], read_shared: Callable[[], None], write_shared: Callable[[], None]
+) -> None:
     """Run `parts[0]` and the shared steps here and every other part in a worker.
 
     Failures are reported as the first one in part order, shared work last: the same

@@ -10,5 +10,6 @@ on an existing engine (BuildBarn on loopback in our tests, see docs/remote.md):
 - `executor`: one job as an Action: action cache first, then Execute, then the same
   strict checks as a local backend.
 
-Imported only with `--remote`: grpcio and protobuf cost ~100 ms to import.
+Imported only with `--remote`: grpcio and protobuf cost more to import than a local
+link's whole distribution of a small program.
 """

@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 from dist_lto.errors import BadInput
 
 DEFAULT_PLATFORM: tuple[tuple[str, str], ...] = (("OSFamily", "linux"), ("toolchain", "llvm-22"))
-"""The platform our loopback engine's workers advertise (tests/support/buildbarn_config/common.libsonnet):
-Linux with LLVM 22 preinstalled at the path the job file names (/usr/lib/llvm-22/bin),
-so the compiler is referenced, not uploaded."""
+"""The platform our loopback engine's workers advertise
+(tests/support/buildbarn_config/common.libsonnet): Linux with LLVM 22 preinstalled at the
+path the job file names (/usr/lib/llvm-22/bin), so the compiler is referenced, not
+uploaded."""
 
 DEFAULT_ATTEMPTS = 4
 """Tries per remote call that fails transiently (network, overloaded or lost worker)."""
