@@ -44,11 +44,10 @@ from pathlib import Path
 
 import orjson
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-import workloads
 from real_buck2 import Buck2, scratch_project
+from support import workloads
 
 VARIANTS = {"dist": "", "inprocess": "-inprocess"}
 """Each variant's binary target: the workload's name and this suffix."""

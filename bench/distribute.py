@@ -34,9 +34,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-import workloads
+from support import workloads
 
 LLVM_AR = os.path.join(workloads.LLVM_BIN, "llvm-ar")
 VENV_BIN = Path(sys.executable).parent

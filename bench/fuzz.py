@@ -85,21 +85,29 @@ def _normal(path: str, cwd: str, root: str) -> str | None:
     return os.path.relpath(absolute, cwd)
 
 
-def check(case: Case, outcome: Outcome, changes: fuzz_sandbox.Changes, cwd: str,
-          root: str) -> list[tuple[str, str]]:
+def check(
+    case: Case, outcome: Outcome, changes: fuzz_sandbox.Changes, cwd: str, root: str
+) -> list[tuple[str, str]]:
     """Every problem with one run, as (kind, detail)."""
     problems: list[tuple[str, str]] = []
     if outcome.hung:
         problems.append(("hang", "still running at the timeout"))
     if TRACEBACK in outcome.output or INTERNAL in outcome.output:
         problems.append(("traceback", outcome.output.strip().splitlines()[-1][:300]))
-    outputs = [o for o in (_normal(p, cwd, root) for p in case.outputs if p and "\0" not in p)
-               if o is not None]
+    outputs = [
+        o
+        for o in (_normal(p, cwd, root) for p in case.outputs if p and "\0" not in p)
+        if o is not None
+    ]
     outside = [p for p in case.outputs if p and "\0" not in p and _normal(p, cwd, root) is None]
     writable = outputs + case.scratch
     if READ_ONLY in outcome.output and not outside:
-        problems.append(("escape", "a write outside the sandbox was blocked: "
-                         + _line_with(outcome.output, READ_ONLY)))
+        problems.append(
+            (
+                "escape",
+                "a write outside the sandbox was blocked: " + _line_with(outcome.output, READ_ONLY),
+            )
+        )
 
     def rel(p: str) -> str:
         return os.path.relpath(os.path.join(root, p), cwd)
@@ -125,8 +133,11 @@ def check(case: Case, outcome: Outcome, changes: fuzz_sandbox.Changes, cwd: str,
             p = _normal(declared, cwd, root) if declared and "\0" not in declared else None
             if p is None:
                 continue
-            left = sorted(f for f in fresh if fuzz_sandbox.under(f, [p])
-                          and os.path.isfile(os.path.join(cwd, f)))
+            left = sorted(
+                f
+                for f in fresh
+                if fuzz_sandbox.under(f, [p]) and os.path.isfile(os.path.join(cwd, f))
+            )
             if left:
                 problems.append(("half-written output", f"failed, but left {left[:3]}"))
     if case.oracle and outcome.status != 0 and not outcome.hung:
@@ -212,8 +223,14 @@ def _env(cwd: str) -> dict[str, str]:
     return env
 
 
-def run_one(tool: str, n: int, corpus: fuzz_corpus.Corpus, settings: Settings,
-            base: Path, subprocess_mode: bool) -> dict[str, object]:
+def run_one(
+    tool: str,
+    n: int,
+    corpus: fuzz_corpus.Corpus,
+    settings: Settings,
+    base: Path,
+    subprocess_mode: bool,
+) -> dict[str, object]:
     """Run input `n` of `tool`; return its result, keeping the input if it failed."""
     root = str(base / f"{tool}-{n}")
     cwd = os.path.join(root, "s", "a", "b", "w")  # `..` three times stays inside
@@ -228,13 +245,15 @@ def run_one(tool: str, n: int, corpus: fuzz_corpus.Corpus, settings: Settings,
         )
     else:
         log = os.path.join(root, "output.log")
-        outcome = fuzz_sandbox.run_in_process(cli.main, case.argv, cwd, env, log,
-                                              settings.timeout)
+        outcome = fuzz_sandbox.run_in_process(cli.main, case.argv, cwd, env, log, settings.timeout)
         os.unlink(log)
     changes = fuzz_sandbox.changes(before, fuzz_sandbox.snapshot(root))
     problems = check(case, outcome, changes, cwd, root)
     result: dict[str, object] = {
-        "tool": tool, "n": n, "subprocess": subprocess_mode, "status": outcome.status,
+        "tool": tool,
+        "n": n,
+        "subprocess": subprocess_mode,
+        "status": outcome.status,
         "problems": problems,
     }
     if problems:
@@ -258,8 +277,13 @@ def _schedule(counts: dict[str, int]) -> list[tuple[str, int]]:
     return [(t, n) for _, t, n in items]
 
 
-def _worker(rank: int, items: list[tuple[str, int]], corpus: fuzz_corpus.Corpus,
-            settings: Settings, out_fd: int) -> None:
+def _worker(
+    rank: int,
+    items: list[tuple[str, int]],
+    corpus: fuzz_corpus.Corpus,
+    settings: Settings,
+    out_fd: int,
+) -> None:
     """A worker process: jail itself, run its share of inputs, report one line each."""
     jail = fuzz_sandbox.jail(str(settings.workdir))
     _preload()
@@ -272,9 +296,19 @@ def _worker(rank: int, items: list[tuple[str, int]], corpus: fuzz_corpus.Corpus,
             result = run_one(tool, n, corpus, settings, base, sub)
         except Exception as err:  # the harness's own failure: report it, keep going
             where = traceback.extract_tb(err.__traceback__)[-1]
-            result = {"tool": tool, "n": n, "subprocess": sub, "status": -2,
-                      "problems": [("harness", f"{type(err).__name__}: {str(err)[:300]}"
-                                               f" at {where.filename}:{where.lineno}")]}
+            result = {
+                "tool": tool,
+                "n": n,
+                "subprocess": sub,
+                "status": -2,
+                "problems": [
+                    (
+                        "harness",
+                        f"{type(err).__name__}: {str(err)[:300]}"
+                        f" at {where.filename}:{where.lineno}",
+                    )
+                ],
+            }
         os.write(out_fd, orjson.dumps(result) + b"\n")
 
 
@@ -283,8 +317,8 @@ def _preload() -> None:
     import argparse  # noqa: F401
 
     for module, _ in cli.SUBCOMMANDS.values():
-        __import__(module)
-    for module in ("dist_lto.archive", "dist_lto.result_cache"):
+        __import__("dist_lto." + module)
+    for module in ("dist_lto.archive.reader", "dist_lto.distribute.result_cache"):
         __import__(module)
 
 
@@ -327,12 +361,18 @@ class Tally:
         findings.mkdir(exist_ok=True)
         name = f"{result['tool']}-{result['n']}-{kind.replace(' ', '-')}.json"
         (findings / name).write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
-        print(f"fuzz: {kind}: {result['tool']} input {result['n']} ({name}): "
-              f"{result['problems'][0][1][:200]}", file=sys.stderr, flush=True)  # type: ignore[index]
+        print(
+            f"fuzz: {kind}: {result['tool']} input {result['n']} ({name}): "
+            f"{result['problems'][0][1][:200]}",
+            file=sys.stderr,
+            flush=True,
+        )  # type: ignore[index]
 
     def table(self) -> str:
-        head = (f"{'tool':<11}{'inputs':>8}{'(subproc)':>10}{'exit 0':>8}{'exit 2':>8}"
-                f"{'other':>7}  " + "  ".join(f"{k}s" for k in MUST_BE_ZERO))
+        head = (
+            f"{'tool':<11}{'inputs':>8}{'(subproc)':>10}{'exit 0':>8}{'exit 2':>8}"
+            f"{'other':>7}  " + "  ".join(f"{k}s" for k in MUST_BE_ZERO)
+        )
         lines = [head]
         for t in TOOLS:
             s = self.status[t]
@@ -343,10 +383,12 @@ class Tally:
             )
         total = sum(self.done.values())
         lines.append(f"{'total':<11}{total:>8}{sum(self.sub.values()):>10}")
-        others = [f"{t} {k}: {self.kinds[t][k]}" for t in TOOLS for k in KINDS[3:]
-                  if self.kinds[t][k]]
-        others += [f"{t} harness: {self.kinds[t]['harness']}" for t in TOOLS
-                   if self.kinds[t]["harness"]]
+        others = [
+            f"{t} {k}: {self.kinds[t][k]}" for t in TOOLS for k in KINDS[3:] if self.kinds[t][k]
+        ]
+        others += [
+            f"{t} harness: {self.kinds[t]['harness']}" for t in TOOLS if self.kinds[t]["harness"]
+        ]
         lines.append("other findings: " + (", ".join(others) if others else "none"))
         return "\n".join(lines)
 
@@ -399,8 +441,12 @@ def campaign(counts: dict[str, int], settings: Settings, workers: int) -> Tally:
         if now - last >= 30:
             last = now
             done = sum(tally.done.values())
-            print(f"fuzz: {done}/{total} inputs in {now - started:.0f} s, "
-                  f"{tally.failures()} problems", file=sys.stderr, flush=True)
+            print(
+                f"fuzz: {done}/{total} inputs in {now - started:.0f} s, "
+                f"{tally.failures()} problems",
+                file=sys.stderr,
+                flush=True,
+            )
     for pid in pids:
         os.waitpid(pid, 0)
     tally.seconds = time.monotonic() - started  # type: ignore[attr-defined]
@@ -434,18 +480,26 @@ def _one_case(spec: str, settings: Settings) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--count", type=int, default=1000,
-                        help="inputs in total, split 40/30/15/15%% over"
-                             " prepare/plan/opt/distribute (default 1000)")
+    parser.add_argument(
+        "--count",
+        type=int,
+        default=1000,
+        help="inputs in total, split 40/30/15/15%% over prepare/plan/opt/distribute (default 1000)",
+    )
     for t in TOOLS:
         parser.add_argument(f"--{t}", type=int, metavar="N", help=f"inputs for {t} instead")
     parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per input")
-    parser.add_argument("--subprocess-share", type=float, default=0.02,
-                        help="share of inputs run as real processes (default 0.02)")
+    parser.add_argument(
+        "--subprocess-share",
+        type=float,
+        default=0.02,
+        help="share of inputs run as real processes (default 0.02)",
+    )
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--keep", type=int, default=5,
-                        help="failures kept per tool and kind under WORKDIR/findings")
+    parser.add_argument(
+        "--keep", type=int, default=5, help="failures kept per tool and kind under WORKDIR/findings"
+    )
     parser.add_argument("--workdir", help="where to work (default: a temporary directory)")
     parser.add_argument("--case", metavar="TOOL:N", help="run one input and show it")
     args = parser.parse_args()
@@ -458,14 +512,23 @@ def main() -> int:
         return _one_case(args.case, settings)
     counts = _counts(args)
     tally = campaign(counts, settings, args.workers)
-    jail = ("read-only mount namespace" if tally.jails and not any(tally.jails)
-            else f"off ({next(j for j in tally.jails if j)})" if tally.jails else "?")
-    print(f"fuzz: seed {args.seed}, {args.workers} workers, timeout {args.timeout:g} s,"
-          f" jail {jail}, {tally.seconds:.0f} s")  # type: ignore[attr-defined]
+    jail = (
+        "read-only mount namespace"
+        if tally.jails and not any(tally.jails)
+        else f"off ({next(j for j in tally.jails if j)})"
+        if tally.jails
+        else "?"
+    )
+    print(
+        f"fuzz: seed {args.seed}, {args.workers} workers, timeout {args.timeout:g} s,"
+        f" jail {jail}, {tally.seconds:.0f} s"
+    )  # type: ignore[attr-defined]
     print(tally.table())
     zero = {k: sum(tally.kinds[t][k] for t in TOOLS) for k in MUST_BE_ZERO}
-    print(f"fuzz-total: {sum(tally.done.values())} inputs, "
-          + ", ".join(f"{v} {k}s" for k, v in zero.items()))
+    print(
+        f"fuzz-total: {sum(tally.done.values())} inputs, "
+        + ", ".join(f"{v} {k}s" for k, v in zero.items())
+    )
     if tally.failures():
         print(f"findings kept in {workdir / 'findings'}")
     else:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dist_lto import lto_flags
+from dist_lto.llvm import flags as lto_flags
 from fuzz_corpus import Corpus
 
 TOOLS = ("prepare", "plan", "opt", "distribute")
@@ -83,8 +83,9 @@ def mutate_bytes(data: bytes, rng: random.Random, others: list[bytes] | None = N
             out[pos:] = other[cut:]
         elif op == 7 and len(out) >= 4:
             i = rng.randrange(len(out) - 3)
-            out[i : i + 4] = rng.choice([b"\xff\xff\xff\xff", b"\x00\x00\x00\x00",
-                                         b"\xff\xff\xff\x7f", b"\x01\x00\x00\x80"])
+            out[i : i + 4] = rng.choice(
+                [b"\xff\xff\xff\xff", b"\x00\x00\x00\x00", b"\xff\xff\xff\x7f", b"\x01\x00\x00\x80"]
+            )
     return bytes(out)
 
 
@@ -92,18 +93,82 @@ def mutate_bytes(data: bytes, rng: random.Random, others: list[bytes] | None = N
 # ar archives
 
 HOSTILE_NAMES = [
-    b"../evil.o", b"../../evil.o", b"/abs.o", b"/etc/passwd", b"a/../../b.o", b".", b"..",
-    b"", b"/", b"//", b"./x.o", b"a//b.o", b"x/", b"dir/", b"a" * 300, b"d/" * 100 + b"x.o",
-    b"\xff\xfe.o", b"caf\xc3\xa9.o", b"name with space.o", b"nl\n.o", b"nul\x00.o", b"add.o",
-    b"add~2.o", b"add~3.o", b"twice.o/x.o", b"twice.o", b"-rf", b"*", b".hidden.o",
-    b"a\\b.o", b".x.o.tmp-1-dead", b"..o", b"...", b"x/..", b"x/../y.o", b"objects",
-    b"sub/twice.o", b"sub", b"/SYM64/", b"__.SYMDEF", b"#1/20", b"/0", b"/9999",
-    b"\xed\xa0\x80.o", "\u202e.o".encode(), b"a" * 255, b"b" * 256,
+    b"../evil.o",
+    b"../../evil.o",
+    b"/abs.o",
+    b"/etc/passwd",
+    b"a/../../b.o",
+    b".",
+    b"..",
+    b"",
+    b"/",
+    b"//",
+    b"./x.o",
+    b"a//b.o",
+    b"x/",
+    b"dir/",
+    b"a" * 300,
+    b"d/" * 100 + b"x.o",
+    b"\xff\xfe.o",
+    b"caf\xc3\xa9.o",
+    b"name with space.o",
+    b"nl\n.o",
+    b"nul\x00.o",
+    b"add.o",
+    b"add~2.o",
+    b"add~3.o",
+    b"twice.o/x.o",
+    b"twice.o",
+    b"-rf",
+    b"*",
+    b".hidden.o",
+    b"a\\b.o",
+    b".x.o.tmp-1-dead",
+    b"..o",
+    b"...",
+    b"x/..",
+    b"x/../y.o",
+    b"objects",
+    b"sub/twice.o",
+    b"sub",
+    b"/SYM64/",
+    b"__.SYMDEF",
+    b"#1/20",
+    b"/0",
+    b"/9999",
+    b"\xed\xa0\x80.o",
+    "\u202e.o".encode(),
+    b"a" * 255,
+    b"b" * 256,
 ]
-NORMAL_NAMES = [b"twice.o", b"add.o", b"ctor.o", b"native.o", b"unused.o", b"main.o",
-                b"long_name_of_a_member_object.o", b"sub/inner.o", b"x.o"]
-MODES = [b"100644", b"100644", b"120777", b"20644", b"60644", b"10644", b"140755", b"40755",
-         b"777777", b"abc", b"", b"-1", b"0", b"100000", b"1777777777"]
+NORMAL_NAMES = [
+    b"twice.o",
+    b"add.o",
+    b"ctor.o",
+    b"native.o",
+    b"unused.o",
+    b"main.o",
+    b"long_name_of_a_member_object.o",
+    b"sub/inner.o",
+    b"x.o",
+]
+MODES = [
+    b"100644",
+    b"100644",
+    b"120777",
+    b"20644",
+    b"60644",
+    b"10644",
+    b"140755",
+    b"40755",
+    b"777777",
+    b"abc",
+    b"",
+    b"-1",
+    b"0",
+    b"100000",
+    b"1777777777",
+]
 
 
 def ar_header(name_field: bytes, size: int | bytes, mode: bytes = b"100644") -> bytes:
@@ -242,8 +307,9 @@ def mutate_archive(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     return bytes(out), ", ".join(done)
 
 
-def _prepare_argv(archive: str = "in/lib.a", objects: str = "out/objects",
-                  manifest: str = "out/lib.json") -> list[str]:
+def _prepare_argv(
+    archive: str = "in/lib.a", objects: str = "out/objects", manifest: str = "out/lib.json"
+) -> list[str]:
     return ["prepare", "--archive", archive, "--objects-out", objects, "--manifest-out", manifest]
 
 
@@ -330,16 +396,29 @@ def _thin_member_file(files: dict[str, bytes], name: bytes, data: bytes) -> None
         return
     path = os.path.normpath(os.path.join("in", text)) if text else ""
     clash = any(other.startswith(path + "/") or path.startswith(other + "/") for other in files)
-    if (text and "\0" not in text and not text.startswith("/") and path.startswith("in/")
-            and len(text) < 200 and not text.endswith("/") and not clash):
+    if (
+        text
+        and "\0" not in text
+        and not text.startswith("/")
+        and path.startswith("in/")
+        and len(text) < 200
+        and not text.endswith("/")
+        and not clash
+    ):
         files[path] = data
 
 
 def _thin_links(links: dict[str, str], cwd_abs: str) -> None:
-    links.update({
-        "in/up": "..", "in/loop": "loop", "in/objlink": "obj", "in/dev": "/dev/zero",
-        "in/outside": "/usr/lib", "in/absobj": os.path.join(cwd_abs, "in", "obj"),
-    })
+    links.update(
+        {
+            "in/up": "..",
+            "in/loop": "loop",
+            "in/objlink": "obj",
+            "in/dev": "/dev/zero",
+            "in/outside": "/usr/lib",
+            "in/absobj": os.path.join(cwd_abs, "in", "obj"),
+        }
+    )
 
 
 _THIN_NAMES = [b"obj/twice.o", b"objlink/twice.o", b"up/in/obj/twice.o", b"loop/x.o",
@@ -348,8 +427,9 @@ _THIN_NAMES = [b"obj/twice.o", b"objlink/twice.o", b"up/in/obj/twice.o", b"loop/
                b"../../../../../../etc/hostname"]  # fmt: skip
 
 
-def _thin_case(rng: random.Random, corpus: Corpus, files: dict[str, bytes],
-               links: dict[str, str], cwd_abs: str) -> tuple[bytes, str]:
+def _thin_case(
+    rng: random.Random, corpus: Corpus, files: dict[str, bytes], links: dict[str, str], cwd_abs: str
+) -> tuple[bytes, str]:
     """A thin archive naming member files through links, `..`, devices, directories."""
     for name in ("twice.o", "native.o", "add.o"):
         files[f"in/obj/{name}"] = corpus.objects[name]
@@ -512,8 +592,11 @@ def plan_case(rng: random.Random, corpus: Corpus, cwd_abs: str) -> Case:
     files = dict(corpus.plan_tree)
     meta = files["meta.json"]
     replay = rng.random() < 0.85
-    argv = ["plan", "--replay", "meta.json"] if replay else [
-        "plan", "meta.json", "--", corpus.clang, *corpus.link_flags, "-o", "out/app"]
+    argv = (
+        ["plan", "--replay", "meta.json"]
+        if replay
+        else ["plan", "meta.json", "--", corpus.clang, *corpus.link_flags, "-o", "out/app"]
+    )
     if not replay:
         files = {k: v for k, v in files.items() if not k.startswith(corpus.index_dir + "/")}
     if rng.random() < 0.2:
@@ -563,8 +646,9 @@ def plan_case(rng: random.Random, corpus: Corpus, cwd_abs: str) -> Case:
     )
 
 
-def _mutate_index_outputs(files: dict[str, bytes], rng: random.Random, corpus: Corpus,
-                          cwd_abs: str) -> str:
+def _mutate_index_outputs(
+    files: dict[str, bytes], rng: random.Random, corpus: Corpus, cwd_abs: str
+) -> str:
     """What a broken or hostile index step might have left: odd lists and imports files."""
     listing = f"{corpus.index_dir}/index.list"
     imports = [k for k in files if k.endswith(".imports")]
@@ -581,8 +665,17 @@ def _mutate_index_outputs(files: dict[str, bytes], rng: random.Random, corpus: C
     if op == 2:
         name = rng.choice(imports)
         entries = files[name].decode().split("\n")
-        extra = rng.choice([m for m, _ in corpus.modules] + ["in/obj/native.o", "../x.o",
-                           "/abs.o", "in/prep/libm/objects/unused.o", "", "libm.a(add.o at 4)"])
+        extra = rng.choice(
+            [m for m, _ in corpus.modules]
+            + [
+                "in/obj/native.o",
+                "../x.o",
+                "/abs.o",
+                "in/prep/libm/objects/unused.o",
+                "",
+                "libm.a(add.o at 4)",
+            ]
+        )
         entries.insert(rng.randrange(len(entries) + 1), mutate_string(extra, rng, [], cwd_abs)
                        if rng.random() < 0.3 else extra)  # fmt: skip
         files[name] = "\n".join(entries).encode("utf-8", "surrogatepass")
@@ -592,8 +685,9 @@ def _mutate_index_outputs(files: dict[str, bytes], rng: random.Random, corpus: C
         files[name] = mutate_bytes(files[name], rng)
         return f"{name}: bytes"
     if op == 4:
-        name = rng.choice([k for k in files if k.startswith("out/") and k.endswith((".imports",
-                                                                                  ".thinlto.bc"))])
+        name = rng.choice(
+            [k for k in files if k.startswith("out/") and k.endswith((".imports", ".thinlto.bc"))]
+        )
         del files[name]
         return f"{name} removed"
     name = rng.choice([k for k in files if k.endswith(".thinlto.bc")])
@@ -612,10 +706,8 @@ def _flag_vocabulary() -> list[str]:
     words += sorted(t._DRIVER_PAIRS_DROPPED) + sorted(t._DRIVER_DROPPED)
     words += [p + "x" for p in t._DRIVER_DROPPED_PREFIXES]
     words += [f + ("x" if f.endswith("=") else "") for f in t._F_DROPPED]
-    words += [f"-Wl,--{name}" + ("=x" if name.endswith("-") else "")
-              for name in t._LLD_DROPPED_LTO]
-    words += [f"-Wl,--{name}" + ("x" if name.endswith("=") else "")
-              for name in t._LLD_REJECTED_LTO]
+    words += [f"-Wl,--{name}" + ("=x" if name.endswith("-") else "") for name in t._LLD_DROPPED_LTO]
+    words += [f"-Wl,--{name}" + ("x" if name.endswith("=") else "") for name in t._LLD_REJECTED_LTO]
     words += [f"-Wl,--plugin-opt={name}" for name in t._PLUGIN_CODEGEN]
     words += [f"-Wl,--{name},x" for name in sorted(t._LLD_SEPARATE)[:20]]
     words += [
@@ -704,8 +796,19 @@ def opt_case(rng: random.Random, corpus: Corpus, cwd_abs: str) -> Case:
     out = "out/opt/m.o"
     args, how = link_flags_file(rng, corpus.link_flags)
     files["in/link.args"] = args
-    argv = ["opt", "--input", module, "--index", index, "--out", out, "--args", "in/link.args",
-            "--", corpus.clang]
+    argv = [
+        "opt",
+        "--input",
+        module,
+        "--index",
+        index,
+        "--out",
+        out,
+        "--args",
+        "in/link.args",
+        "--",
+        corpus.clang,
+    ]
     oracle = "opt" if how in ("seed flags", "no flags") else ""
     roll = rng.random()
     if roll < 0.12:
@@ -735,8 +838,9 @@ def opt_case(rng: random.Random, corpus: Corpus, cwd_abs: str) -> Case:
     )
 
 
-def _opt_argv_twist(rng: random.Random, argv: list[str], module: str, index: str, out: str,
-                    corpus: Corpus) -> tuple[list[str], str]:
+def _opt_argv_twist(
+    rng: random.Random, argv: list[str], module: str, index: str, out: str, corpus: Corpus
+) -> tuple[list[str], str]:
     twist = rng.randrange(16)
     argv = list(argv)
     if twist == 0:

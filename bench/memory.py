@@ -31,9 +31,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import plan as plan_bench
-import workloads
+from support import workloads
 
 LIMITS_MB = {"plan": 256, "prepare": 96}
 """The limits in docs/reliability.md, in MiB: the peak RSS of `plan` at 100k objects (workers
@@ -66,8 +67,10 @@ class Peaks:
                 self.file = max(self.file, int(line.split()[1]) * 1024)
 
     def show(self) -> str:
-        return (f"peak RSS {self.rss / MIB:.0f} MiB (main process: anonymous"
-                f" {self.anon / MIB:.0f} MiB, file-backed {self.file / MIB:.0f} MiB)")
+        return (
+            f"peak RSS {self.rss / MIB:.0f} MiB (main process: anonymous"
+            f" {self.anon / MIB:.0f} MiB, file-backed {self.file / MIB:.0f} MiB)"
+        )
 
 
 def run_measured(argv: list[str], cwd: Path) -> tuple[float, Peaks]:
@@ -102,10 +105,13 @@ def measure_plan(work: Path, objects: int) -> float:
     plan_bench.settle()
     wall, peaks = run_measured(["plan", "--replay", "meta.json"], root)
     meta_mib = (root / "meta.json").stat().st_size / MIB
-    print(f"plan: {synthetic.objects} objects + {synthetic.members} archive members"
-          f" ({inputs_count} input files, {inputs_size / MIB:.0f} MiB; meta {meta_mib:.1f} MiB),"
-          f" {len(synthetic.outputs)} outputs in {wall:.1f} s; {peaks.show()};"
-          f" limit {LIMITS_MB['plan']} MiB: {peaks.rss / MIB / LIMITS_MB['plan']:.2f}", flush=True)
+    print(
+        f"plan: {synthetic.objects} objects + {synthetic.members} archive members"
+        f" ({inputs_count} input files, {inputs_size / MIB:.0f} MiB; meta {meta_mib:.1f} MiB),"
+        f" {len(synthetic.outputs)} outputs in {wall:.1f} s; {peaks.show()};"
+        f" limit {LIMITS_MB['plan']} MiB: {peaks.rss / MIB / LIMITS_MB['plan']:.2f}",
+        flush=True,
+    )
     shutil.rmtree(root)
     return peaks.rss / MIB / LIMITS_MB["plan"]
 

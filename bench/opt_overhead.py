@@ -27,7 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import workloads
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from support import workloads
 
 REPO = Path(__file__).resolve().parent.parent
 LINK_FLAGS = ["-flto=thin", "-fuse-ld=lld", "-Wl,--gc-sections", "-lm"]
@@ -168,7 +170,7 @@ def main() -> int:
 
         sys.path.insert(0, str(warm.parent))
         from dist_lto.backend import check_primary
-        from dist_lto.lto_flags import translate
+        from dist_lto.llvm.flags import translate
 
         os.chdir(root)
         for label, module in units.items():

@@ -30,9 +30,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-import workloads
+from support import workloads
 
 LLVM_AR = os.path.join(workloads.LLVM_BIN, "llvm-ar")
 VENV_BIN = Path(sys.executable).parent
@@ -113,7 +113,10 @@ def bytes_under(path: Path) -> int:
 def interpreter_costs(rounds: int) -> tuple[float, float]:
     """Median start-up of the interpreter, and of start-up plus prepare's imports."""
     bare = [timed([sys.executable, "-c", "pass"], Path.cwd()) for _ in range(rounds)]
-    code = "import argparse, dist_lto.prepare, dist_lto.archive, dist_lto.jsonio"
+    code = (
+        "import argparse, dist_lto.commands.prepare, dist_lto.archive.reader,"
+        " dist_lto.formats.jsonio"
+    )
     imports = [timed([sys.executable, "-c", code], Path.cwd()) for _ in range(rounds)]
     return statistics.median(bare), statistics.median(imports)
 

@@ -30,11 +30,9 @@ import time
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent / "remote"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-import buildbarn
-import workloads
+from support import buildbarn, workloads
 
 DIST_LTO = str(Path(sys.executable).parent / "dist-lto")
 

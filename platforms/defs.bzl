@@ -7,7 +7,7 @@
 # The opt actions need nothing else: their inputs are the module, its index, its
 # imports, the link flags and the dist-lto package itself (docs/buck2.md).
 
-# Keep in step with bench/remote/common.libsonnet and dist_lto.remote.settings.
+# Keep in step with tests/support/buildbarn_config/common.libsonnet and dist_lto.distribute.remote.settings.
 REMOTE_PROPERTIES = {
     "OSFamily": "linux",
     "toolchain": "llvm-22",

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from dist_lto.llvm.toolchain import tool
 from hypothesis import settings
+from support import buildbarn, workloads
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -26,12 +28,6 @@ REPO = Path(__file__).resolve().parent.parent
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
-sys.path.insert(0, str(REPO / "bench"))
-sys.path.insert(0, str(REPO / "bench" / "remote"))
-
-import buildbarn  # noqa: E402
-import workloads  # noqa: E402
-from dist_lto.toolchain import tool  # noqa: E402
 
 SLOW_FIXTURES = {"lua_objects", "zstd_objects", "lua_thin_index", "engine"}
 """Fixtures that compile a real program from Debian's sources or start the BuildBarn

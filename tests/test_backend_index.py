@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from conftest import Llvm, ThinIndex
 from dist_lto.errors import BadInput
-from dist_lto.thinlto_index import (
+from dist_lto.llvm.bitcode import (
     BITCODE_MAGIC,
     module_has_hash,
     parse_index,
     read_index_modules,
 )
-from dist_lto.toolchain import tool
+from dist_lto.llvm.toolchain import tool
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, Llvm, ThinIndex
-from dist_lto.toolchain import tool
+from dist_lto.llvm.toolchain import tool
 
 OPT = [sys.executable, "-S", "-E", str(REPO / "tools" / "dist_lto" / "__main__.py"), "opt"]
 MODULE = "obj/lzio.o"

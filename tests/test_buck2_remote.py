@@ -15,9 +15,9 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-import buildbarn
 import pytest
 from real_buck2 import REPO, Buck2, scratch_project
+from support import buildbarn
 from test_buck2_examples import EXPECTED
 
 DROPPED = "wordstats/0:main.o"

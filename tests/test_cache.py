@@ -16,19 +16,19 @@ from pathlib import Path
 
 import pytest
 from conftest import DtltoLink, Llvm, ThinIndex
-from dist_lto import result_cache
-from dist_lto.errors import BadInput
-from dist_lto.jobfile import JobFile, parse_job_file, read_job_file
-from dist_lto.result_cache import (
+from dist_lto.distribute import result_cache
+from dist_lto.distribute.result_cache import (
     KeyMaker,
     ResultCache,
-    canonical_summary,
     command_identity,
     compiler_identity,
     default_cache_dir,
     parse_size,
 )
-from dist_lto.thinlto_index import read_index_records
+from dist_lto.errors import BadInput
+from dist_lto.formats.jobfile import JobFile, parse_job_file, read_job_file
+from dist_lto.llvm.bitcode import read_index_records
+from dist_lto.llvm.summary import canonical_summary
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

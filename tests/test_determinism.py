@@ -16,13 +16,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-import workloads
 from conftest import Llvm, run_cli
-from dist_lto.plans import read_archive_plan, read_object_plan
+from dist_lto.formats.plans import read_archive_plan, read_object_plan
+from support import workloads
 from test_kill import lua_meta
 
-OPT = [sys.executable, "-S", "-E",
-       str(Path(__file__).resolve().parent.parent / "tools/dist_lto/__main__.py"), "opt"]
+OPT = [
+    sys.executable,
+    "-S",
+    "-E",
+    str(Path(__file__).resolve().parent.parent / "tools/dist_lto/__main__.py"),
+    "opt",
+]
 LINK = ["-fuse-ld=lld", "-O2"]
 
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import workloads
 from conftest import DtltoLink, Llvm
-from dist_lto.jobfile import read_job_file
-from dist_lto.result_cache import ResultCache
+from dist_lto.distribute.result_cache import ResultCache
+from dist_lto.formats.jobfile import read_job_file
+from support import workloads
 
 LUA_SOURCE_CHANGE = ("invalid conversion '%s' to 'format'", "no such conversion '%s' in 'format'")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import DtltoLink, run_cli
-from dist_lto import distribute
+from dist_lto.commands import distribute
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -133,7 +133,7 @@ def test_a_link_imports_no_process_pool_argparse_or_subprocess(
         for output in root.glob("*.native.o"):
             output.unlink()
         loaded = imported_modules(argv, root)
-        assert "dist_lto.distribute" in loaded
+        assert "dist_lto.commands.distribute" in loaded
         heavy = {"argparse", "shlex", "concurrent.futures", "multiprocessing", "asyncio",
                  "shutil", "tempfile", "dataclasses", "inspect", "typing", "orjson"}  # fmt: skip
         if not cold:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from conftest import DtltoLink, Llvm
 from dist_lto.backend import object_problem
-from dist_lto.jobfile import read_job_file
+from dist_lto.formats.jobfile import read_job_file
 
 FAKE_COMPILER = """\
 import os

@@ -1,4 +1,4 @@
-"""Jobs forked from a clang that started once (`forkserver.py`, `forkserver.c`).
+"""Jobs forked from a clang that started once (`process/forkserver.py`, `process/forkserver.c`).
 
 Everything here runs Debian's real clang 22: the fork server only serves clang, and what
 it must pin is that a forked clang is indistinguishable from a started one (same
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 from conftest import DtltoLink, Llvm
-from dist_lto import forkserver
-from dist_lto.distribute import WorkerCompiler
-from dist_lto.jobfile import read_job_file
+from dist_lto.distribute.scheduler import WorkerCompiler
+from dist_lto.formats.jobfile import read_job_file
+from dist_lto.process import forkserver
 from test_distribute_failures import captured, distribute, leftovers
 
 

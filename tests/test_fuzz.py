@@ -8,12 +8,16 @@ themselves are shown to catch what they look for.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
+import pytest
+from conftest import REPO
+
+sys.path.insert(0, str(REPO / "bench"))  # what is tested here is the campaign, bench/fuzz.py
 import fuzz
 import fuzz_sandbox
-import pytest
 from fuzz_cases import TOOLS, Case
 
 SUITE_COUNTS = {"prepare": 160, "plan": 120, "opt": 60, "distribute": 60}
@@ -23,8 +27,10 @@ def test_a_small_campaign_finds_no_traceback_hang_escape_or_other_problem(tmp_pa
     settings = fuzz.Settings(tmp_path, timeout=60, subprocess_share=0.02, keep=3, seed=7)
     tally = fuzz.campaign(SUITE_COUNTS, settings, workers=2)
     report = tally.table()
-    assert tally.failures() == 0, report + "\n" + "\n".join(
-        p.read_text() for p in sorted((tmp_path / "findings").glob("*.json"))
+    assert tally.failures() == 0, (
+        report
+        + "\n"
+        + "\n".join(p.read_text() for p in sorted((tmp_path / "findings").glob("*.json")))
     )
     for tool in TOOLS:
         assert tally.done[tool] == SUITE_COUNTS[tool], report
@@ -48,8 +54,9 @@ def run_fake(tmp_path: Path, body: object, outputs: list[str],
     (cwd / "in" / "input.o").write_bytes(b"input")
     case = Case(tool="fake", argv=["fake"], files={}, outputs=outputs, clean_on_failure=outputs)
     before = fuzz_sandbox.snapshot(str(root))
-    outcome = fuzz_sandbox.run_in_process(body, case.argv, str(cwd), dict(os.environ),
-                                          str(tmp_path / "log"), timeout)  # type: ignore[arg-type]
+    outcome = fuzz_sandbox.run_in_process(
+        body, case.argv, str(cwd), dict(os.environ), str(tmp_path / "log"), timeout
+    )  # type: ignore[arg-type]
     changes = fuzz_sandbox.changes(before, fuzz_sandbox.snapshot(str(root)))
     return fuzz.check(case, outcome, changes, str(cwd), str(root))
 

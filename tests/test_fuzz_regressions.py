@@ -17,12 +17,12 @@ import sys
 from pathlib import Path
 
 import pytest
-import workloads
 from conftest import REPO, Llvm, ThinIndex, run_cli
 from dist_lto import backend
 from dist_lto.errors import DistLtoError
-from dist_lto.thinlto_index import parse_index
-from dist_lto.toolchain import tool
+from dist_lto.llvm.bitcode import parse_index
+from dist_lto.llvm.toolchain import tool
+from support import workloads
 from test_backend_index import BitWriter, write_index
 
 OPT = [sys.executable, "-S", "-E", str(REPO / "tools" / "dist_lto" / "__main__.py"), "opt"]
@@ -372,7 +372,7 @@ def test_prepare_killed_while_extracting_leaves_the_objects_directory_empty_and_
     killed_on_third_member = (
         "import os, signal, sys\n"
         "from dist_lto import cli\n"
-        "from dist_lto.archive import RegularArchive\n"
+        "from dist_lto.archive.reader import RegularArchive\n"
         "copy, done = RegularArchive.copy_to, []\n"
         "def copy_to(self, member, fd):\n"
         "    done.append(member)\n"

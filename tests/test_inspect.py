@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, run_cli
-from dist_lto import inspect
+from dist_lto.commands import inspect
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -36,12 +36,20 @@ def test_summary_of_the_captured_link_counts_inputs_backends_and_imports(capture
     assert "backends: 3" in lines
     assert "imports per backend: min 0, median 1, p95 2, max 2" in lines
     most = lines.index("most-imported modules (imported by how many backends, top 10):")
-    assert lines[most + 1].split() == ["2", "prep/util/objects/util.o", "(archive", "0",
-                                       "member", "0)"]
+    assert lines[most + 1].split() == [
+        "2",
+        "prep/util/objects/util.o",
+        "(archive",
+        "0",
+        "member",
+        "0)",
+    ]
     longest = next(i for i, x in enumerate(lines) if x.startswith("longest backends"))
     # main.o reads itself plus util.o and text.o: the three files' sizes.
-    main_input = sum((captured / p).stat().st_size
-                     for p in ("obj/main.o", "prep/util/objects/util.o", "thin/text.o"))
+    main_input = sum(
+        (captured / p).stat().st_size
+        for p in ("obj/main.o", "prep/util/objects/util.o", "thin/text.o")
+    )
     assert lines[longest + 1].split()[:3] == [f"{main_input / 1024:.1f}", "KiB", "obj/main.o"]
 
 
@@ -74,8 +82,9 @@ def _synthetic_link(n: int) -> inspect.Link:
     modules = {}
     for i in range(n):
         imports = [(-1, (i + d) % n) for d in (1, 2, 3)]
-        modules[(-1, i)] = inspect._Module(f"obj/{i}.o", f"object {i}", 100 + i, True, True,
-                                           imports)
+        modules[(-1, i)] = inspect._Module(
+            f"obj/{i}.o", f"object {i}", 100 + i, True, True, imports
+        )
     return inspect.Link("meta.json", modules, {}, "final.args")
 
 

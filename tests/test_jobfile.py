@@ -13,8 +13,8 @@ import orjson
 import pytest
 from conftest import DtltoLink, run_cli
 from dist_lto.errors import BadInput
-from dist_lto.jobfile import Job, JobFile, parse_job_file, read_job_file
-from dist_lto.jsonio import loads
+from dist_lto.formats.jobfile import Job, JobFile, parse_job_file, read_job_file
+from dist_lto.formats.jsonio import loads
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import workloads
 from conftest import Llvm
-from dist_lto.plans import read_archive_plan
+from dist_lto.formats.plans import read_archive_plan
+from support import workloads
 
 DIST_LTO = [sys.executable, "-m", "dist_lto"]
 KILLS = {"prepare": 8, "plan": 8, "opt": 6, "distribute": 3, "distribute-from-cache": 4}
@@ -55,8 +55,11 @@ def files_under(root: Path, top: str) -> list[str]:
     base = root / top
     if base.is_file():
         return [top]
-    return sorted(str(p.relative_to(root)) for p in base.rglob("*")
-                  if p.is_file() and not any(part.startswith(".") for part in p.parts))
+    return sorted(
+        str(p.relative_to(root))
+        for p in base.rglob("*")
+        if p.is_file() and not any(part.startswith(".") for part in p.parts)
+    )
 
 
 def contents(root: Path, paths: list[str]) -> dict[str, bytes]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import Llvm
 from dist_lto.errors import BadInput
-from dist_lto.lto_flags import (
+from dist_lto.llvm.flags import (
     CLANG_DEFAULT_PIE,
     LLD_CODEGEN_DEFAULTS,
     LLD_DEFAULT_LTO_O,

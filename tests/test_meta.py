@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 from dist_lto import cli
 from dist_lto.errors import BadInput
-from dist_lto.meta import (
+from dist_lto.formats.manifest import parse_manifest
+from dist_lto.formats.meta import (
     ArchiveInput,
     ArgsInput,
     ObjectInput,
     _fast_meta,
     _Parser,
-    parse_manifest,
     parse_meta,
 )
 from hypothesis import HealthCheck, given, settings
@@ -40,19 +40,35 @@ def valid_meta() -> dict[str, Any]:
                 "pre_flags": ["-Wl,--as-needed"],
                 "post_flags": [],
                 "linkables": [
-                    {"kind": "object", "index": 0, "path": "obj/a.o",
-                     "index_output": "out/index/obj/a.o.thinlto.bc",
-                     "plan_output": "out/plans/0.json", "opt_output": "out/opt/0.o"},
-                    {"kind": "object", "index": 1, "path": "obj/b.o",
-                     "index_output": "out/index/obj/b.o.thinlto.bc",
-                     "plan_output": "out/plans/1.json", "opt_output": "out/opt/1.o"},
+                    {
+                        "kind": "object",
+                        "index": 0,
+                        "path": "obj/a.o",
+                        "index_output": "out/index/obj/a.o.thinlto.bc",
+                        "plan_output": "out/plans/0.json",
+                        "opt_output": "out/opt/0.o",
+                    },
+                    {
+                        "kind": "object",
+                        "index": 1,
+                        "path": "obj/b.o",
+                        "index_output": "out/index/obj/b.o.thinlto.bc",
+                        "plan_output": "out/plans/1.json",
+                        "opt_output": "out/opt/1.o",
+                    },
                 ],
             },
             {
                 "linkables": [
-                    {"kind": "archive", "index": 0, "manifest": "prep/u/manifest.json",
-                     "plan_output": "out/ap/0.json", "index_dir": "out/ai/0",
-                     "opt_objects_dir": "out/ao/0", "whole": True},
+                    {
+                        "kind": "archive",
+                        "index": 0,
+                        "manifest": "prep/u/manifest.json",
+                        "plan_output": "out/ap/0.json",
+                        "index_dir": "out/ai/0",
+                        "opt_objects_dir": "out/ao/0",
+                        "whole": True,
+                    },
                     {"kind": "args", "args": ["-lm"]},
                 ],
             },
@@ -82,32 +98,56 @@ def test_valid_meta_keeps_link_order_and_paths_as_given() -> None:
         (lambda d: d.update(version=2), "meta.json: /version: unsupported version 2"),
         (lambda d: d.pop("groups"), "meta.json: /groups: missing required field"),
         (lambda d: d.update(extra=1), "meta.json: /extra: unknown field"),
-        (lambda d: d["groups"][0]["linkables"][0].update(kind="blob"),
-         "meta.json: /groups/0/linkables/0/kind: unknown kind 'blob'"),
-        (lambda d: d["groups"][0]["linkables"][1].update(index=0),
-         "meta.json: /groups/0/linkables/1/index: duplicate object index 0"
-         " (also at /groups/0/linkables/0)"),
-        (lambda d: d["groups"][0]["linkables"][1].update(index=-1),
-         "meta.json: /groups/0/linkables/1/index: negative object index -1"),
-        (lambda d: d["groups"][0]["linkables"][0].update(index=True),
-         "meta.json: /groups/0/linkables/0/index: expected integer, got boolean"),
-        (lambda d: d["groups"][0]["linkables"][0].pop("plan_output"),
-         "meta.json: /groups/0/linkables/0/plan_output: missing required field"),
-        (lambda d: d["groups"][0]["linkables"][0].update(path=""),
-         "meta.json: /groups/0/linkables/0/path: empty path"),
-        (lambda d: d["groups"][0]["linkables"][0].update(path="a\nb.o"),
-         "meta.json: /groups/0/linkables/0/path: path contains a newline"),
-        (lambda d: d["groups"][0]["linkables"][1].update(path="obj/./a.o"),
-         "meta.json: /groups/0/linkables/1/path: 'obj/./a.o' names the same file"),
-        (lambda d: d["groups"][0]["linkables"][1].update(plan_output="out/plans/0.json"),
-         "meta.json: /groups/0/linkables/1/plan_output: output 'out/plans/0.json' is also"
-         " declared at /groups/0/linkables/0/plan_output"),
-        (lambda d: d["groups"][1]["linkables"][0].update(whole="yes"),
-         "meta.json: /groups/1/linkables/0/whole: expected boolean, got string"),
-        (lambda d: d["groups"][1]["linkables"][1].update(args=["-lm", 3]),
-         "meta.json: /groups/1/linkables/1/args/1: expected string, got integer"),
-        (lambda d: d["groups"][0].update(pre_flags="-lm"),
-         "meta.json: /groups/0/pre_flags: expected array, got string"),
+        (
+            lambda d: d["groups"][0]["linkables"][0].update(kind="blob"),
+            "meta.json: /groups/0/linkables/0/kind: unknown kind 'blob'",
+        ),
+        (
+            lambda d: d["groups"][0]["linkables"][1].update(index=0),
+            "meta.json: /groups/0/linkables/1/index: duplicate object index 0"
+            " (also at /groups/0/linkables/0)",
+        ),
+        (
+            lambda d: d["groups"][0]["linkables"][1].update(index=-1),
+            "meta.json: /groups/0/linkables/1/index: negative object index -1",
+        ),
+        (
+            lambda d: d["groups"][0]["linkables"][0].update(index=True),
+            "meta.json: /groups/0/linkables/0/index: expected integer, got boolean",
+        ),
+        (
+            lambda d: d["groups"][0]["linkables"][0].pop("plan_output"),
+            "meta.json: /groups/0/linkables/0/plan_output: missing required field",
+        ),
+        (
+            lambda d: d["groups"][0]["linkables"][0].update(path=""),
+            "meta.json: /groups/0/linkables/0/path: empty path",
+        ),
+        (
+            lambda d: d["groups"][0]["linkables"][0].update(path="a\nb.o"),
+            "meta.json: /groups/0/linkables/0/path: path contains a newline",
+        ),
+        (
+            lambda d: d["groups"][0]["linkables"][1].update(path="obj/./a.o"),
+            "meta.json: /groups/0/linkables/1/path: 'obj/./a.o' names the same file",
+        ),
+        (
+            lambda d: d["groups"][0]["linkables"][1].update(plan_output="out/plans/0.json"),
+            "meta.json: /groups/0/linkables/1/plan_output: output 'out/plans/0.json' is also"
+            " declared at /groups/0/linkables/0/plan_output",
+        ),
+        (
+            lambda d: d["groups"][1]["linkables"][0].update(whole="yes"),
+            "meta.json: /groups/1/linkables/0/whole: expected boolean, got string",
+        ),
+        (
+            lambda d: d["groups"][1]["linkables"][1].update(args=["-lm", 3]),
+            "meta.json: /groups/1/linkables/1/args/1: expected string, got integer",
+        ),
+        (
+            lambda d: d["groups"][0].update(pre_flags="-lm"),
+            "meta.json: /groups/0/pre_flags: expected array, got string",
+        ),
     ],
 )
 def test_each_defect_is_reported_with_its_json_pointer(mutate: Any, expected: str) -> None:
@@ -132,12 +172,27 @@ def test_duplicate_archive_indices_are_rejected() -> None:
 
 _json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-3, 3) | st.text(max_size=6),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
-                                                                  max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
     max_leaves=6,
 )
-_KEYS = ["version", "index_dir", "groups", "linkables", "kind", "index", "path", "args",
-         "manifest", "whole", "pre_flags", "plan_output", "index_output", "opt_output"]
+_KEYS = [
+    "version",
+    "index_dir",
+    "groups",
+    "linkables",
+    "kind",
+    "index",
+    "path",
+    "args",
+    "manifest",
+    "whole",
+    "pre_flags",
+    "plan_output",
+    "index_output",
+    "opt_output",
+]
 
 
 def _containers(doc: Any, out: list[Any]) -> list[Any]:
@@ -164,8 +219,9 @@ def mutated_metas(draw: st.DrawFn) -> Any:
             if action == "delete":
                 target.pop(key, None)
             else:
-                target[key] = draw(_json_values | st.sampled_from([0, 1, "obj/a.o", "object",
-                                                                   "archive", "args"]))
+                target[key] = draw(
+                    _json_values | st.sampled_from([0, 1, "obj/a.o", "object", "archive", "args"])
+                )
         elif target:
             i = draw(st.integers(0, len(target) - 1))
             if action == "delete":
@@ -229,7 +285,9 @@ def test_arbitrary_json_is_never_a_crash(doc: Any) -> None:
 
 def valid_manifest() -> dict[str, Any]:
     return {
-        "version": 1, "archive": "libu.a", "thin": False,
+        "version": 1,
+        "archive": "libu.a",
+        "thin": False,
         "members": [
             {"name": "a.o", "position": 0, "path": "objects/a.o", "size": 10, "bitcode": True},
             {"name": "a.o", "position": 1, "path": "objects/a_1.o", "size": 9, "bitcode": False},
@@ -245,12 +303,18 @@ def test_manifest_with_duplicate_member_names_but_distinct_paths_is_fine() -> No
 @pytest.mark.parametrize(
     ("mutate", "expected"),
     [
-        (lambda d: d["members"][1].update(path="objects/./a.o"),
-         "m.json: /members/1/path: duplicate member path"),
-        (lambda d: d["members"][1].update(position=0),
-         "m.json: /members/1/position: negative, duplicate or huge position 0"),
-        (lambda d: d["members"][0].update(bitcode=1),
-         "m.json: /members/0/bitcode: expected boolean, got integer"),
+        (
+            lambda d: d["members"][1].update(path="objects/./a.o"),
+            "m.json: /members/1/path: duplicate member path",
+        ),
+        (
+            lambda d: d["members"][1].update(position=0),
+            "m.json: /members/1/position: negative, duplicate or huge position 0",
+        ),
+        (
+            lambda d: d["members"][0].update(bitcode=1),
+            "m.json: /members/0/bitcode: expected boolean, got integer",
+        ),
         (lambda d: d.update(version=3), "m.json: /version: unsupported version 3"),
     ],
 )

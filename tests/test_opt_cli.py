@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, ThinIndex, run_cli
-from dist_lto import opt
-from dist_lto.toolchain import tool
+from dist_lto.commands import opt
+from dist_lto.llvm.toolchain import tool
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,11 +22,13 @@ OPT_PATH_MODULES = {
     "dist_lto",
     "dist_lto.cli",
     "dist_lto.errors",
-    "dist_lto.opt",
+    "dist_lto.commands",
+    "dist_lto.commands.opt",
     "dist_lto.backend",
     "dist_lto.fsutil",
-    "dist_lto.lto_flags",
-    "dist_lto.thinlto_index",
+    "dist_lto.llvm",
+    "dist_lto.llvm.flags",
+    "dist_lto.llvm.bitcode",
 }
 """Everything the opt path may import beyond what `import os, _signal` loads."""
 
@@ -60,7 +62,7 @@ def test_opt_path_imports_only_its_own_modules_and_the_standard_library_core(
     assert (tmp_path / "lzio.opt.o").exists()
     extra = run - baseline
     assert extra == OPT_PATH_MODULES
-    heavy = {"orjson", "dist_lto.jsonio", "subprocess", "argparse", "typing", "dataclasses",
+    heavy = {"orjson", "dist_lto.formats.jsonio", "subprocess", "argparse", "typing", "dataclasses",
              "re", "enum", "signal", "contextlib", "collections", "runpy"}  # fmt: skip
     assert not heavy & run
 

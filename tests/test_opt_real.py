@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import workloads
 from conftest import REPO, SMALL_PROGRAM, Llvm, ThinIndex
-from dist_lto.toolchain import tool
+from dist_lto.llvm.toolchain import tool
+from support import workloads
 
 OPT = [sys.executable, "-S", "-E", str(REPO / "tools" / "dist_lto" / "__main__.py"), "opt"]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, Llvm, run_cli
-from dist_lto.plans import read_archive_plan, read_object_plan
+from dist_lto.formats.plans import read_archive_plan, read_object_plan
 
 CAPTURED = REPO / "examples" / "captured"
 
@@ -47,13 +47,15 @@ def test_regenerating_the_captured_example_with_lld_gives_the_committed_files(
 ) -> None:
     committed = files(captured)
     env = {**os.environ, "DIST_LTO": f"{Path(sys.executable).parent}/dist-lto"}
-    subprocess.run(["bash", "regenerate.sh"], cwd=captured, env=env, check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["bash", "regenerate.sh"], cwd=captured, env=env, check=True, capture_output=True
+    )
     assert files(captured) == committed
 
 
 def _expected(words: list[str]) -> str:
     """What the captured program prints, computed independently."""
+
     def mix(h: int, v: int) -> int:
         return ((h ^ v) * 16777619) & 0xFFFFFFFF
 
@@ -76,21 +78,35 @@ def test_captured_plans_drive_backends_and_a_final_link_that_runs(
             jobs.append((p["path"], p["index_file"], p["opt_output"]))
     for n in (0, 1):
         a = read_archive_plan(str(captured / f"out/archive-plans/{n}.json"))
-        jobs += [(m["input"], f"{a['index_dir']}/{m['index_file']}",
-                  f"{a['opt_objects_dir']}/{m['opt_object']}") for m in a["members"] if m["opt"]]
+        jobs += [
+            (
+                m["input"],
+                f"{a['index_dir']}/{m['index_file']}",
+                f"{a['opt_objects_dir']}/{m['opt_object']}",
+            )
+            for m in a["members"]
+            if m["opt"]
+        ]
     assert len(jobs) == 3  # main.o, util.o, text.o; not unused.o, not the native fast.o
 
     def backend(job: tuple[str, str | None, str]) -> None:
         src, index, out = job
         (captured / out).parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run([llvm.clang, "-O2", "-x", "ir", src, f"-fthinlto-index={index}", "-c",
-                        "-o", out], cwd=captured, check=True)
+        subprocess.run(
+            [llvm.clang, "-O2", "-x", "ir", src, f"-fthinlto-index={index}", "-c", "-o", out],
+            cwd=captured,
+            check=True,
+        )
 
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         list(pool.map(backend, jobs))
-    subprocess.run([llvm.clang, "-fuse-ld=lld", "-O2", "-o", "app", "@out/final-link.args"],
-                   cwd=captured, check=True)
+    subprocess.run(
+        [llvm.clang, "-fuse-ld=lld", "-O2", "-o", "app", "@out/final-link.args"],
+        cwd=captured,
+        check=True,
+    )
     words = ["distributed", "thin", "lto"]
-    out = subprocess.run(["./app", *words], cwd=captured, check=True, capture_output=True,
-                         text=True).stdout
+    out = subprocess.run(
+        ["./app", *words], cwd=captured, check=True, capture_output=True, text=True
+    ).stdout
     assert out == _expected(words)

@@ -11,19 +11,17 @@ from typing import Any
 import orjson
 import pytest
 from conftest import Llvm, run_cli
-from dist_lto import linkline
 from dist_lto.errors import BadInput
-from dist_lto.index_step import Layout, is_raw_linker
-from dist_lto.meta import parse_meta
-from dist_lto.plans import (
+from dist_lto.formats.meta import parse_meta
+from dist_lto.formats.plans import (
     parse_archive_plan,
     parse_link_plan,
     parse_object_plan,
-    parse_response_file,
-    quote_arg,
-    response_file,
 )
-from dist_lto.spelling import climb, is_plain
+from dist_lto.formats.response_file import parse_response_file, quote_arg, response_file
+from dist_lto.llvm import linkline
+from dist_lto.llvm.index_step import Layout, is_raw_linker
+from dist_lto.llvm.spelling import climb, is_plain
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -43,8 +41,12 @@ def test_index_files_never_leave_the_index_dir(parts: list[str], absolute: bool)
 @given(_parts)
 def test_plain_paths_are_exactly_the_normal_relative_ones(parts: list[str]) -> None:
     path = "/".join(parts)
-    assert is_plain(path) == (bool(path) and posixpath.normpath(path) == path
-                              and not path.startswith(("/", "..")) and path != ".")
+    assert is_plain(path) == (
+        bool(path)
+        and posixpath.normpath(path) == path
+        and not path.startswith(("/", ".."))
+        and path != "."
+    )
 
 
 def test_linkers_are_told_from_compiler_drivers_by_name() -> None:
@@ -73,10 +75,11 @@ def test_clang_reads_our_response_file_as_written(llvm: Llvm, tmp_path: Path) ->
     args = ["-DA=one two", "-DB='q'", '-DC="d"', "-DD=back\\slash", "-DE=tab\there", "-DF="]
     (tmp_path / "args").write_bytes(response_file(args))
     (tmp_path / "t.c").write_text(
-        '#define S(x) #x\n#define T(x) S(x)\nconst char *v[] = {T(A), T(B), T(C), T(D), T(E)};\n'
+        "#define S(x) #x\n#define T(x) S(x)\nconst char *v[] = {T(A), T(B), T(C), T(D), T(E)};\n"
     )
-    out = subprocess.run([llvm.clang, "-E", "@args", "t.c"], cwd=tmp_path, check=True,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [llvm.clang, "-E", "@args", "t.c"], cwd=tmp_path, check=True, capture_output=True, text=True
+    ).stdout
     # Stringizing escapes `"` again (not a lone backslash) and turns the tab into a space.
     assert """{"one two", "'q'", "\\"d\\"", "back\\slash", "tab here"}""" in out
 
@@ -88,14 +91,31 @@ def test_unterminated_quote_in_a_response_file_is_bad_input() -> None:
 
 
 def _meta_with_flags(*groups: tuple[list[str], list[str], list[str]]) -> Any:
-    doc: dict[str, Any] = {"version": 1, "index_dir": "i", "link_plan_output": "l",
-                           "final_link_args_output": "f", "groups": []}
+    doc: dict[str, Any] = {
+        "version": 1,
+        "index_dir": "i",
+        "link_plan_output": "l",
+        "final_link_args_output": "f",
+        "groups": [],
+    }
     for n, (pre, args, post) in enumerate(groups):
-        doc["groups"].append({"pre_flags": pre, "post_flags": post, "linkables": [
-            {"kind": "args", "args": args},
-            {"kind": "archive", "index": n, "manifest": f"m{n}.json", "plan_output": f"p{n}",
-             "index_dir": f"d{n}", "opt_objects_dir": f"o{n}"},
-        ]})
+        doc["groups"].append(
+            {
+                "pre_flags": pre,
+                "post_flags": post,
+                "linkables": [
+                    {"kind": "args", "args": args},
+                    {
+                        "kind": "archive",
+                        "index": n,
+                        "manifest": f"m{n}.json",
+                        "plan_output": f"p{n}",
+                        "index_dir": f"d{n}",
+                        "opt_objects_dir": f"o{n}",
+                    },
+                ],
+            }
+        )
     return parse_meta(doc, "meta.json")
 
 
@@ -117,28 +137,62 @@ def test_final_archive_args_keep_natives_lazy_and_drop_unloaded_bitcode() -> Non
         linkline.FinalMember("n3.o", lazy=True),
     ]
     assert linkline.final_archive_args(members, whole=False, raw_linker=False) == [
-        "-Wl,--start-lib", "n1.o", "n2.o", "-Wl,--end-lib", "opt/b.o",
-        "-Wl,--start-lib", "n3.o", "-Wl,--end-lib",
+        "-Wl,--start-lib",
+        "n1.o",
+        "n2.o",
+        "-Wl,--end-lib",
+        "opt/b.o",
+        "-Wl,--start-lib",
+        "n3.o",
+        "-Wl,--end-lib",
     ]
     assert linkline.final_archive_args(members, whole=True, raw_linker=True) == [
-        "n1.o", "n2.o", "opt/b.o", "n3.o"
+        "n1.o",
+        "n2.o",
+        "opt/b.o",
+        "n3.o",
     ]
 
 
 def test_plan_readers_reject_mistyped_fields_with_pointers() -> None:
-    plan = {"version": 1, "index": 0, "path": "a.o", "is_bitcode": True, "index_file": None,
-            "imports": [1], "archive_imports": [], "member_imports": [[0, "x"]],
-            "opt_output": "o"}
+    plan = {
+        "version": 1,
+        "index": 0,
+        "path": "a.o",
+        "is_bitcode": True,
+        "index_file": None,
+        "imports": [1],
+        "archive_imports": [],
+        "member_imports": [[0, "x"]],
+        "opt_output": "o",
+    }
     with pytest.raises(BadInput, match=r"^p.json: /member_imports/0/1: expected integer"):
         parse_object_plan(plan, "p.json")
     with pytest.raises(BadInput, match=r"^a.json: /members: missing required field"):
-        parse_archive_plan({"version": 1, "index": 0, "manifest": "m", "index_dir": "d",
-                            "opt_objects_dir": "o", "whole": False}, "a.json")
+        parse_archive_plan(
+            {
+                "version": 1,
+                "index": 0,
+                "manifest": "m",
+                "index_dir": "d",
+                "opt_objects_dir": "o",
+                "whole": False,
+            },
+            "a.json",
+        )
     with pytest.raises(BadInput, match=r"^l.json: /archives/0/opt_members: expected integer"):
-        parse_link_plan({"version": 1, "bitcode_objects": [], "native_objects": [],
-                         "final_link_args": "f", "archives": [
-                             {"index": 0, "opt_members": "1", "native_members": 0,
-                              "unused_members": 0}]}, "l.json")
+        parse_link_plan(
+            {
+                "version": 1,
+                "bitcode_objects": [],
+                "native_objects": [],
+                "final_link_args": "f",
+                "archives": [
+                    {"index": 0, "opt_members": "1", "native_members": 0, "unused_members": 0}
+                ],
+            },
+            "l.json",
+        )
 
 
 # The command line: usage errors and bad input, without running a linker.
@@ -162,10 +216,18 @@ def test_plan_without_a_command_or_replay_is_a_usage_error(tmp_path: Path) -> No
     [
         (b"{not json", "dist-lto plan: error: meta.json: not valid JSON:"),
         (b'{"version": 7}', "dist-lto plan: error: meta.json: /version: unsupported version 7"),
-        (orjson.dumps({"version": 1, "index_dir": "i", "link_plan_output": "l",
-                       "final_link_args_output": "f",
-                       "groups": [{"linkables": [{"kind": "dylib"}]}]}),
-         "dist-lto plan: error: meta.json: /groups/0/linkables/0/kind: unknown kind 'dylib'"),
+        (
+            orjson.dumps(
+                {
+                    "version": 1,
+                    "index_dir": "i",
+                    "link_plan_output": "l",
+                    "final_link_args_output": "f",
+                    "groups": [{"linkables": [{"kind": "dylib"}]}],
+                }
+            ),
+            "dist-lto plan: error: meta.json: /groups/0/linkables/0/kind: unknown kind 'dylib'",
+        ),
     ],
 )
 def test_bad_meta_exits_2_with_one_line_and_writes_nothing(
@@ -181,10 +243,26 @@ def test_bad_meta_exits_2_with_one_line_and_writes_nothing(
 
 def test_missing_manifest_is_bad_input_naming_it(tmp_path: Path) -> None:
     doc = _meta_with_flags(([], [], []))
-    raw = {"version": 1, "index_dir": doc.index_dir, "link_plan_output": "l",
-           "final_link_args_output": "f", "groups": [{"linkables": [
-               {"kind": "archive", "index": 0, "manifest": "gone/manifest.json",
-                "plan_output": "p", "index_dir": "d", "opt_objects_dir": "o"}]}]}
+    raw = {
+        "version": 1,
+        "index_dir": doc.index_dir,
+        "link_plan_output": "l",
+        "final_link_args_output": "f",
+        "groups": [
+            {
+                "linkables": [
+                    {
+                        "kind": "archive",
+                        "index": 0,
+                        "manifest": "gone/manifest.json",
+                        "plan_output": "p",
+                        "index_dir": "d",
+                        "opt_objects_dir": "o",
+                    }
+                ]
+            }
+        ],
+    }
     (tmp_path / "meta.json").write_bytes(orjson.dumps(raw))
     result = run_cli(["plan", "--replay", "meta.json"], cwd=tmp_path)
     assert result.returncode == 2
@@ -192,8 +270,13 @@ def test_missing_manifest_is_bad_input_naming_it(tmp_path: Path) -> None:
 
 
 def test_replay_without_an_index_list_is_bad_input(tmp_path: Path) -> None:
-    raw = {"version": 1, "index_dir": "idx", "link_plan_output": "l",
-           "final_link_args_output": "f", "groups": []}
+    raw = {
+        "version": 1,
+        "index_dir": "idx",
+        "link_plan_output": "l",
+        "final_link_args_output": "f",
+        "groups": [],
+    }
     (tmp_path / "meta.json").write_bytes(orjson.dumps(raw))
     result = run_cli(["plan", "--replay", "meta.json"], cwd=tmp_path)
     assert result.returncode == 2
@@ -201,8 +284,13 @@ def test_replay_without_an_index_list_is_bad_input(tmp_path: Path) -> None:
 
 
 def test_unrunnable_index_command_is_bad_input(tmp_path: Path) -> None:
-    raw = {"version": 1, "index_dir": "idx", "link_plan_output": "l",
-           "final_link_args_output": "f", "groups": []}
+    raw = {
+        "version": 1,
+        "index_dir": "idx",
+        "link_plan_output": "l",
+        "final_link_args_output": "f",
+        "groups": [],
+    }
     (tmp_path / "meta.json").write_bytes(orjson.dumps(raw))
     result = run_cli(["plan", "meta.json", "--", "./no-such-linker"], cwd=tmp_path)
     assert result.returncode == 2
@@ -220,7 +308,7 @@ def test_large_replay_in_workers_writes_what_one_process_writes_and_reruns_alike
     links unnamed files into place; a rerun over existing plans renames instead. All
     three must write the same bytes and leave no temporary file."""
     import plan as bench_plan  # bench/plan.py: the benchmark's synthetic link
-    from dist_lto.plan import PARALLEL_MIN_OBJECTS
+    from dist_lto.commands.plan import PARALLEL_MIN_OBJECTS
 
     n = PARALLEL_MIN_OBJECTS * 10 // 9 + 100  # 90% of the modules are objects
     runs = {}

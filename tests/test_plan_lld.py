@@ -19,16 +19,16 @@ from typing import Any
 
 import orjson
 import pytest
-import workloads
 from conftest import Llvm, run_cli
-from dist_lto.plans import (
-    parse_response_file,
+from dist_lto.formats.plans import (
     read_archive_plan,
     read_link_plan,
     read_object_plan,
 )
-from dist_lto.thinlto_index import read_index_modules
-from dist_lto.toolchain import tool
+from dist_lto.formats.response_file import parse_response_file
+from dist_lto.llvm.bitcode import read_index_modules
+from dist_lto.llvm.toolchain import tool
+from support import workloads
 
 EXPECTED_OUTPUT = "result 129 ctor 7\n"
 
@@ -111,10 +111,14 @@ def tiny(llvm: Llvm, tmp_path_factory: pytest.TempPathFactory) -> Tiny:
         check=True,
     )
     ar = llvm.ar
-    subprocess.run([ar, "rcs", "libutil.a", "lib/util_a.o", "lib/util_b.o",
-                    "lib/native_member.o"], cwd=root, check=True)
-    subprocess.run([ar, "rcs", "--thin", "libthin.a", "thin/thin1.o", "thin/thin2.o"],
-                   cwd=root, check=True)
+    subprocess.run(
+        [ar, "rcs", "libutil.a", "lib/util_a.o", "lib/util_b.o", "lib/native_member.o"],
+        cwd=root,
+        check=True,
+    )
+    subprocess.run(
+        [ar, "rcs", "--thin", "libthin.a", "thin/thin1.o", "thin/thin2.o"], cwd=root, check=True
+    )
     subprocess.run([ar, "rcs", "libwhole.a", "whole/ctor.o"], cwd=root, check=True)
     return Tiny(root)
 
@@ -124,11 +128,22 @@ def prepare(root: Path, name: str, members: list[str], *, thin: bool = False) ->
     lib = f"lib{name}.a"
     (root / lib).unlink(missing_ok=True)
     shutil.rmtree(root / "prep" / name, ignore_errors=True)
-    subprocess.run([tool("llvm-ar"), "rcs", *(["--thin"] if thin else []), lib, *members],
-                   cwd=root, check=True)
+    subprocess.run(
+        [tool("llvm-ar"), "rcs", *(["--thin"] if thin else []), lib, *members], cwd=root, check=True
+    )
     manifest = f"prep/{name}/manifest.json"
-    result = run_cli(["prepare", "--archive", lib, "--objects-out", f"prep/{name}/objects",
-                      "--manifest-out", manifest], cwd=root)
+    result = run_cli(
+        [
+            "prepare",
+            "--archive",
+            lib,
+            "--objects-out",
+            f"prep/{name}/objects",
+            "--manifest-out",
+            manifest,
+        ],
+        cwd=root,
+    )
     assert result.returncode == 0, result.stderr
     return manifest
 
@@ -156,8 +171,9 @@ def archive(index: int, manifest: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-def group(*linkables: dict[str, Any], pre: list[str] | None = None,
-          post: list[str] | None = None) -> dict[str, Any]:
+def group(
+    *linkables: dict[str, Any], pre: list[str] | None = None, post: list[str] | None = None
+) -> dict[str, Any]:
     return {"pre_flags": pre or [], "post_flags": post or [], "linkables": list(linkables)}
 
 
@@ -181,8 +197,9 @@ def full_meta(root: Path) -> dict[str, Any]:
         group(archive(0, util)),
         group(archive(1, thin)),
         group(archive(2, whole), pre=["-Wl,--whole-archive"], post=["-Wl,--no-whole-archive"]),
-        group({"kind": "args", "args": ["-Wl,-T,script.ld", "-L.", "-lgreet",
-                                         "-Wl,-rpath,$ORIGIN"]}),
+        group(
+            {"kind": "args", "args": ["-Wl,-T,script.ld", "-L.", "-lgreet", "-Wl,-rpath,$ORIGIN"]}
+        ),
     )
 
 
@@ -217,17 +234,22 @@ def run_backends(root: Path, llvm: Llvm, doc: dict[str, Any], workers: int = 1) 
                 a = read_archive_plan(str(root / item["plan_output"]))
                 for m in a["members"]:
                     if m["opt"]:
-                        jobs.append((
-                            m["input"],
-                            f"{a['index_dir']}/{m['index_file']}",
-                            f"{a['opt_objects_dir']}/{m['opt_object']}",
-                        ))
+                        jobs.append(
+                            (
+                                m["input"],
+                                f"{a['index_dir']}/{m['index_file']}",
+                                f"{a['opt_objects_dir']}/{m['opt_object']}",
+                            )
+                        )
+
     def backend(job: tuple[str, str, str]) -> None:
         src, index, out = job
         (root / out).parent.mkdir(parents=True, exist_ok=True)
         subprocess.run(
             [llvm.clang, "-O2", "-x", "ir", src, f"-fthinlto-index={index}", "-c", "-o", out],
-            cwd=root, check=True, capture_output=True,
+            cwd=root,
+            check=True,
+            capture_output=True,
         )
 
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
@@ -236,10 +258,13 @@ def run_backends(root: Path, llvm: Llvm, doc: dict[str, Any], workers: int = 1) 
 
 
 def final_link(root: Path, llvm: Llvm) -> str:
-    subprocess.run([llvm.clang, *LINK, "-o", "app", "@out/final-link.args"], cwd=root,
-                   check=True, capture_output=True)
-    return subprocess.run(["./app"], cwd=root, check=True, capture_output=True,
-                          text=True).stdout
+    subprocess.run(
+        [llvm.clang, *LINK, "-o", "app", "@out/final-link.args"],
+        cwd=root,
+        check=True,
+        capture_output=True,
+    )
+    return subprocess.run(["./app"], cwd=root, check=True, capture_output=True, text=True).stdout
 
 
 def final_args(root: Path) -> list[str]:
@@ -255,15 +280,33 @@ def test_planned_link_of_every_input_kind_runs_like_in_process_thinlto(
     assert run_backends(work, llvm, doc) == 5  # main, helper, util_a, thin1, ctor
     assert final_link(work, llvm) == EXPECTED_OUTPUT
     subprocess.run(
-        [llvm.clang, "-flto=thin", *LINK, "-o", "ref", "obj/main.o", "obj/helper.o",
-         "obj/native_obj.o", "libutil.a", "libthin.a", "-Wl,--whole-archive", "libwhole.a",
-         "-Wl,--no-whole-archive", "-Wl,-T,script.ld", "-L.", "-lgreet", "-Wl,-rpath,$ORIGIN"],
-        cwd=work, check=True,
+        [
+            llvm.clang,
+            "-flto=thin",
+            *LINK,
+            "-o",
+            "ref",
+            "obj/main.o",
+            "obj/helper.o",
+            "obj/native_obj.o",
+            "libutil.a",
+            "libthin.a",
+            "-Wl,--whole-archive",
+            "libwhole.a",
+            "-Wl,--no-whole-archive",
+            "-Wl,-T,script.ld",
+            "-L.",
+            "-lgreet",
+            "-Wl,-rpath,$ORIGIN",
+        ],
+        cwd=work,
+        check=True,
     )
     ref = subprocess.run(["./ref"], cwd=work, check=True, capture_output=True, text=True)
     assert ref.stdout == EXPECTED_OUTPUT
-    sections = subprocess.run([llvm.readelf, "-S", "app"], cwd=work, check=True,
-                              capture_output=True, text=True).stdout
+    sections = subprocess.run(
+        [llvm.readelf, "-S", "app"], cwd=work, check=True, capture_output=True, text=True
+    ).stdout
     assert ".dist_lto_script" in sections  # the linker script reached the final link
 
 
@@ -271,12 +314,21 @@ def test_final_link_args_keep_order_flags_and_native_inputs(work: Path, llvm: Ll
     write_meta(work, full_meta(work))
     plan(work, llvm)
     assert final_args(work) == [
-        "out/opt/0.o", "out/opt/1.o", "obj/native_obj.o",
+        "out/opt/0.o",
+        "out/opt/1.o",
+        "obj/native_obj.o",
         "out/archive-opt/0/objects/util_a.o",
-        "-Wl,--start-lib", "prep/util/objects/native_member.o", "-Wl,--end-lib",
+        "-Wl,--start-lib",
+        "prep/util/objects/native_member.o",
+        "-Wl,--end-lib",
         "out/archive-opt/1/0/thin1.o",
-        "-Wl,--whole-archive", "out/archive-opt/2/objects/ctor.o", "-Wl,--no-whole-archive",
-        "-Wl,-T,script.ld", "-L.", "-lgreet", "-Wl,-rpath,$ORIGIN",
+        "-Wl,--whole-archive",
+        "out/archive-opt/2/objects/ctor.o",
+        "-Wl,--no-whole-archive",
+        "-Wl,-T,script.ld",
+        "-L.",
+        "-lgreet",
+        "-Wl,-rpath,$ORIGIN",
     ]
 
 
@@ -297,9 +349,7 @@ def test_object_plans_name_what_lld_imports(work: Path, llvm: Llvm) -> None:
     assert helper["member_imports"] == [[0, 0]]
 
 
-def test_native_object_passes_through_with_an_empty_index_output(
-    work: Path, llvm: Llvm
-) -> None:
+def test_native_object_passes_through_with_an_empty_index_output(work: Path, llvm: Llvm) -> None:
     write_meta(work, full_meta(work))
     plan(work, llvm)
     native = read_object_plan(str(work / "out/plans/2.json"))
@@ -330,7 +380,10 @@ def test_lazy_member_never_loaded_gets_no_backend_and_stays_out_of_the_final_lin
     assert (native["is_bitcode"], native["opt"], native["index_file"]) == (False, False, None)
     assert not any("util_b" in a for a in final_args(work))
     assert read_link_plan(str(work / "out/link-plan.json"))["archives"][0] == {
-        "index": 0, "native_members": 1, "opt_members": 1, "unused_members": 1,
+        "index": 0,
+        "native_members": 1,
+        "opt_members": 1,
+        "unused_members": 1,
     }
 
 
@@ -344,7 +397,8 @@ def test_thin_archive_members_climbing_out_keep_index_files_inside_the_index_dir
     assert [m["path"] for m in thin["members"]] == ["../../thin/thin1.o", "../../thin/thin2.o"]
     # Paths with `..` are renamed by position inside the archive's index dir.
     assert [m["index_file"] for m in thin["members"]] == [
-        "0/thin1.o.thinlto.bc", "1/thin2.o.thinlto.bc"
+        "0/thin1.o.thinlto.bc",
+        "1/thin2.o.thinlto.bc",
     ]
     assert (work / "out/archive-index/1/0/thin1.o.thinlto.bc").is_file()
     # Nothing was written next to the real members.
@@ -355,14 +409,21 @@ def test_inputs_above_the_working_directory_get_guard_levels_in_the_index_dir(
     work: Path, llvm: Llvm
 ) -> None:
     (work / "sub").mkdir()
-    doc = meta_doc(group(obj(0, "../w/obj/main.o", "out/idx/main.thinlto.bc"),
-                         obj(1, "obj/helper.o"), obj(2, "obj/native_obj.o")),
-                   group(archive(0, prepare(work, "util", ["lib/util_a.o", "lib/util_b.o",
-                                                           "lib/native_member.o"]))),
-                   group(archive(1, prepare(work, "thin", ["thin/thin1.o", "thin/thin2.o"],
-                                            thin=True))),
-                   group({"kind": "args", "args": ["-L.", "-lgreet", "-Wl,-rpath,$ORIGIN"]}),
-                   group(archive(2, prepare(work, "whole", ["whole/ctor.o"]), whole=True)))
+    doc = meta_doc(
+        group(
+            obj(0, "../w/obj/main.o", "out/idx/main.thinlto.bc"),
+            obj(1, "obj/helper.o"),
+            obj(2, "obj/native_obj.o"),
+        ),
+        group(
+            archive(
+                0, prepare(work, "util", ["lib/util_a.o", "lib/util_b.o", "lib/native_member.o"])
+            )
+        ),
+        group(archive(1, prepare(work, "thin", ["thin/thin1.o", "thin/thin2.o"], thin=True))),
+        group({"kind": "args", "args": ["-L.", "-lgreet", "-Wl,-rpath,$ORIGIN"]}),
+        group(archive(2, prepare(work, "whole", ["whole/ctor.o"]), whole=True)),
+    )
     write_meta(work, doc)
     plan(work, llvm)
     # `../w/obj/main.o` climbs one level: LLD writes under out/index/_/ and stays inside.
@@ -390,19 +451,48 @@ def test_archive_index_dir_inside_lld_layout_keeps_member_files_in_place(
     work: Path, llvm: Llvm
 ) -> None:
     util = prepare(work, "util", ["lib/util_a.o", "lib/util_b.o", "lib/native_member.o"])
-    doc = meta_doc(group(obj(0, "obj/main.o"), obj(1, "obj/helper.o")),
-                   group(archive(0, util, index_dir="out/index/prep/util")))
+    doc = meta_doc(
+        group(obj(0, "obj/main.o"), obj(1, "obj/helper.o")),
+        group(archive(0, util, index_dir="out/index/prep/util")),
+    )
     write_meta(work, doc)
-    result = run_cli(["plan", "meta.json", "--", llvm.clang, *LINK, "-o", "app",
-                      "thin/thin1.o", "obj/native_obj.o", "-L.", "-lgreet",
-                      "-Wl,--unresolved-symbols=ignore-all"], cwd=work)
+    result = run_cli(
+        [
+            "plan",
+            "meta.json",
+            "--",
+            llvm.clang,
+            *LINK,
+            "-o",
+            "app",
+            "thin/thin1.o",
+            "obj/native_obj.o",
+            "-L.",
+            "-lgreet",
+            "-Wl,--unresolved-symbols=ignore-all",
+        ],
+        cwd=work,
+    )
     assert result.returncode == 2, result.stderr
     assert "bitcode module 'thin/thin1.o' is on the link line but not declared" in result.stderr
     doc["groups"].append(group(archive(1, prepare(work, "thin", ["thin/thin1.o"], thin=True))))
     write_meta(work, doc)
-    result = run_cli(["plan", "meta.json", "--", llvm.clang, *LINK, "-o", "app",
-                      "obj/native_obj.o", "-L.", "-lgreet",
-                      "-Wl,--unresolved-symbols=ignore-all"], cwd=work)
+    result = run_cli(
+        [
+            "plan",
+            "meta.json",
+            "--",
+            llvm.clang,
+            *LINK,
+            "-o",
+            "app",
+            "obj/native_obj.o",
+            "-L.",
+            "-lgreet",
+            "-Wl,--unresolved-symbols=ignore-all",
+        ],
+        cwd=work,
+    )
     assert result.returncode == 0, result.stderr
     plan_doc = read_archive_plan(str(work / "out/archive-plans/0.json"))
     assert plan_doc["members"][0]["index_file"] == "objects/util_a.o.thinlto.bc"
@@ -418,13 +508,17 @@ def test_archive_between_whole_archive_flags_is_linked_whole(work: Path, llvm: L
     index_args = parse_response_file((work / "out/index/index.args").read_text())
     at = index_args.index("-Wl,--whole-archive")
     assert index_args[at : at + 3] == [
-        "-Wl,--whole-archive", "prep/whole/objects/ctor.o", "-Wl,--no-whole-archive"
+        "-Wl,--whole-archive",
+        "prep/whole/objects/ctor.o",
+        "-Wl,--no-whole-archive",
     ]
 
 
 def test_prebuilt_archive_in_args_is_rejected_naming_its_members(work: Path, llvm: Llvm) -> None:
-    doc = meta_doc(group(obj(0, "obj/main.o"), obj(1, "obj/helper.o")),
-                   group({"kind": "args", "args": ["libutil.a"]}))
+    doc = meta_doc(
+        group(obj(0, "obj/main.o"), obj(1, "obj/helper.o")),
+        group({"kind": "args", "args": ["libutil.a"]}),
+    )
     write_meta(work, doc)
     result = run_cli(["plan", "meta.json", "--", llvm.clang, *LINK, "-o", "app"], cwd=work)
     assert result.returncode == 2
@@ -438,8 +532,12 @@ def test_replay_reproduces_the_plans_byte_for_byte(work: Path, llvm: Llvm) -> No
     write_meta(work, full_meta(work))
     plan(work, llvm)
     before = {p: p.read_bytes() for p in (work / "out").rglob("*") if p.is_file()}
-    for p in [work / "out/plans/0.json", work / "out/link-plan.json",
-              work / "out/final-link.args", work / "out/archive-plans/1.json"]:
+    for p in [
+        work / "out/plans/0.json",
+        work / "out/link-plan.json",
+        work / "out/final-link.args",
+        work / "out/archive-plans/1.json",
+    ]:
         p.unlink()
     result = run_cli(["plan", "--replay", "meta.json"], cwd=work)
     assert result.returncode == 0, result.stderr
@@ -447,9 +545,7 @@ def test_replay_reproduces_the_plans_byte_for_byte(work: Path, llvm: Llvm) -> No
     assert after == before
 
 
-def test_replay_with_other_spellings_reports_a_module_path_mismatch(
-    work: Path, llvm: Llvm
-) -> None:
+def test_replay_with_other_spellings_reports_a_module_path_mismatch(work: Path, llvm: Llvm) -> None:
     write_meta(work, full_meta(work))
     plan(work, llvm)
     doc = full_meta(work)
@@ -466,8 +562,9 @@ def test_two_spellings_of_one_file_in_the_meta_are_reported_with_both_names(
     work: Path, llvm: Llvm
 ) -> None:
     thin = prepare(work, "thin", ["thin/thin1.o", "thin/thin2.o"], thin=True)
-    doc = meta_doc(group(obj(0, "obj/main.o"), obj(1, "prep/x/../../thin/thin1.o")),
-                   group(archive(0, thin)))
+    doc = meta_doc(
+        group(obj(0, "obj/main.o"), obj(1, "prep/x/../../thin/thin1.o")), group(archive(0, thin))
+    )
     write_meta(work, doc)
     result = run_cli(["plan", "meta.json", "--", llvm.clang, *LINK, "-o", "app"], cwd=work)
     assert result.returncode == 2
@@ -490,8 +587,10 @@ def test_replay_without_an_index_file_is_bad_input(work: Path, llvm: Llvm) -> No
 def test_failing_index_command_passes_its_status_and_writes_no_plans(
     work: Path, llvm: Llvm
 ) -> None:
-    doc = meta_doc(group(obj(0, "obj/main.o"), obj(1, "obj/helper.o")),
-                   group({"kind": "args", "args": ["-lno-such-library-anywhere"]}))
+    doc = meta_doc(
+        group(obj(0, "obj/main.o"), obj(1, "obj/helper.o")),
+        group({"kind": "args", "args": ["-lno-such-library-anywhere"]}),
+    )
     write_meta(work, doc)
     result = run_cli(["plan", "meta.json", "--", llvm.clang, *LINK, "-o", "app"], cwd=work)
     assert result.returncode == 1  # clang's own status
@@ -503,15 +602,21 @@ def test_failing_index_command_passes_its_status_and_writes_no_plans(
 
 
 def test_raw_ld_lld_command_gets_linker_flags_without_wl(work: Path, llvm: Llvm) -> None:
-    doc = meta_doc(group(obj(0, "obj/main.o"), obj(1, "obj/helper.o")),
-                   group(archive(0, prepare(work, "util", ["lib/util_a.o", "lib/util_b.o"]))),
-                   group(archive(1, prepare(work, "thin", ["thin/thin1.o"], thin=True))))
+    doc = meta_doc(
+        group(obj(0, "obj/main.o"), obj(1, "obj/helper.o")),
+        group(archive(0, prepare(work, "util", ["lib/util_a.o", "lib/util_b.o"]))),
+        group(archive(1, prepare(work, "thin", ["thin/thin1.o"], thin=True))),
+    )
     write_meta(work, doc)
-    result = run_cli(["plan", "meta.json", "--", llvm.lld, "-o", "app",
-                      "--unresolved-symbols=ignore-all"], cwd=work)
+    result = run_cli(
+        ["plan", "meta.json", "--", llvm.lld, "-o", "app", "--unresolved-symbols=ignore-all"],
+        cwd=work,
+    )
     assert result.returncode == 0, result.stderr
     assert final_args(work) == [
-        "out/opt/0.o", "out/opt/1.o", "out/archive-opt/0/objects/util_a.o",
+        "out/opt/0.o",
+        "out/opt/1.o",
+        "out/archive-opt/0/objects/util_a.o",
         "out/archive-opt/1/0/thin1.o",
     ]
     index_args = parse_response_file((work / "out/index/index.args").read_text())
@@ -519,7 +624,7 @@ def test_raw_ld_lld_command_gets_linker_flags_without_wl(work: Path, llvm: Llvm)
 
 
 def test_paths_with_spaces_and_quotes_survive_both_link_lines(work: Path, llvm: Llvm) -> None:
-    odd = "odd dir/it's \"x\".o"
+    odd = 'odd dir/it\'s "x".o'
     (work / "odd dir").mkdir()
     shutil.copyfile(work / "obj/helper.o", work / odd)
     doc = full_meta(work)
@@ -537,8 +642,18 @@ def test_lua_planned_with_its_library_as_a_prepared_archive_runs(
     root = lua_objects.root
     subprocess.run([llvm.ar, "rcs", "liblua.a", *lua_objects.library], cwd=root, check=True)
     manifest = "prep/lua/manifest.json"
-    result = run_cli(["prepare", "--archive", "liblua.a", "--objects-out", "prep/lua/objects",
-                      "--manifest-out", manifest], cwd=root)
+    result = run_cli(
+        [
+            "prepare",
+            "--archive",
+            "liblua.a",
+            "--objects-out",
+            "prep/lua/objects",
+            "--manifest-out",
+            manifest,
+        ],
+        cwd=root,
+    )
     assert result.returncode == 0, result.stderr
     doc = meta_doc(
         group(*(obj(i, path) for i, path in enumerate(lua_objects.main))),
@@ -551,8 +666,7 @@ def test_lua_planned_with_its_library_as_a_prepared_archive_runs(
     members = read_archive_plan(str(root / "out/archive-plans/0.json"))["members"]
     assert ran == len(lua_objects.main) + sum(m["opt"] for m in members)
     assert any(m["opt"] for m in members)
-    subprocess.run([llvm.clang, *LINK, "-o", "lua", "@out/final-link.args"], cwd=root,
-                   check=True)
+    subprocess.run([llvm.clang, *LINK, "-o", "lua", "@out/final-link.args"], cwd=root, check=True)
     workloads.check_binary("lua", root / "lua")
 
 
@@ -599,21 +713,30 @@ def test_loaded_member_whose_only_reference_was_inlined_keeps_its_constructor(
         "__attribute__((constructor)) static void reg_init(void) { ctor_seen = 1; }\n"
     )
     for name in ("main", "reg"):
-        subprocess.run([llvm.clang, "-O2", "-flto=thin", "-c", f"{name}.c", "-o", f"{name}.o"],
-                       cwd=tmp_path, check=True)
+        subprocess.run(
+            [llvm.clang, "-O2", "-flto=thin", "-c", f"{name}.c", "-o", f"{name}.o"],
+            cwd=tmp_path,
+            check=True,
+        )
     manifest = prepare(tmp_path, "reg", ["reg.o"])
     doc = meta_doc(group(obj(0, "main.o")), group(archive(0, manifest)))
     write_meta(tmp_path, doc)
     plan(tmp_path, llvm)
     assert run_backends(tmp_path, llvm, doc) == 2
-    nm = subprocess.run([llvm.nm, "-u", "out/opt/0.o"], cwd=tmp_path, check=True,
-                        capture_output=True, text=True).stdout
+    nm = subprocess.run(
+        [llvm.nm, "-u", "out/opt/0.o"], cwd=tmp_path, check=True, capture_output=True, text=True
+    ).stdout
     assert "reg_value" not in nm  # inlined: nothing in main pulls reg.o in any more
     assert final_link(tmp_path, llvm) == "5 1\n"
-    subprocess.run([llvm.clang, "-flto=thin", *LINK, "-o", "ref", "main.o", "libreg.a"],
-                   cwd=tmp_path, check=True)
-    assert subprocess.run(["./ref"], cwd=tmp_path, check=True, capture_output=True,
-                          text=True).stdout == "5 1\n"
+    subprocess.run(
+        [llvm.clang, "-flto=thin", *LINK, "-o", "ref", "main.o", "libreg.a"],
+        cwd=tmp_path,
+        check=True,
+    )
+    assert (
+        subprocess.run(["./ref"], cwd=tmp_path, check=True, capture_output=True, text=True).stdout
+        == "5 1\n"
+    )
 
 
 @pytest.mark.parametrize(

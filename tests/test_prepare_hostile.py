@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 from conftest import Llvm, run_cli
-from dist_lto import cli, jsonio
-from dist_lto.archive import RegularArchive
+from dist_lto import cli
+from dist_lto.archive.reader import RegularArchive
+from dist_lto.formats import jsonio
 
 ELF_HEAD = b"\x7fELF\x02\x01\x01\x00" + b"\x00" * 24
 BITCODE_HEAD = b"BC\xc0\xde" + b"\x35\x14\x00\x00"
@@ -71,8 +72,15 @@ def gnu_archive(members: list[tuple[bytes, bytes]], magic: bytes = b"!<arch>\n")
 def run_prepare(tmp_path: Path, archive: Path) -> tuple[int, str]:
     """Run prepare as a user would; return (status, stderr)."""
     result = run_cli(
-        ["prepare", "--archive", str(archive), "--objects-out", "out/objects",
-         "--manifest-out", "out/manifest.json"],
+        [
+            "prepare",
+            "--archive",
+            str(archive),
+            "--objects-out",
+            "out/objects",
+            "--manifest-out",
+            "out/manifest.json",
+        ],
         cwd=tmp_path,
     )
     return result.returncode, result.stderr
@@ -282,8 +290,17 @@ def test_write_failure_is_an_internal_error_that_removes_partial_output(
     monkeypatch.setattr(RegularArchive, "copy_to", failing_copy)
     stderr = io.StringIO()
     with redirect_stderr(stderr):
-        status = cli.main(["prepare", "--archive", str(archive), "--objects-out",
-                           str(tmp_path / "objects"), "--manifest-out", str(tmp_path / "m.json")])
+        status = cli.main(
+            [
+                "prepare",
+                "--archive",
+                str(archive),
+                "--objects-out",
+                str(tmp_path / "objects"),
+                "--manifest-out",
+                str(tmp_path / "m.json"),
+            ]
+        )
     assert status == 1
     where = tmp_path / "objects/c.o"
     assert stderr.getvalue() == (
@@ -308,8 +325,17 @@ def test_extraction_without_kernel_copy_is_byte_exact(
         return real(src, dst, min(count, 7), offset_src)
 
     monkeypatch.setattr(os, "copy_file_range", fake)
-    status = cli.main(["prepare", "--archive", str(archive), "--objects-out",
-                       str(tmp_path / "objects"), "--manifest-out", str(tmp_path / "m.json")])
+    status = cli.main(
+        [
+            "prepare",
+            "--archive",
+            str(archive),
+            "--objects-out",
+            str(tmp_path / "objects"),
+            "--manifest-out",
+            str(tmp_path / "m.json"),
+        ]
+    )
     assert status == 0
     for i, payload in enumerate(payloads):
         assert (tmp_path / f"objects/m{i}.o").read_bytes() == payload
@@ -332,8 +358,18 @@ def test_unwritable_manifest_location_fails_before_extracting(tmp_path: Path) ->
     archive = tmp_path / "lib.a"
     archive.write_bytes(gnu_archive([(b"a.o", ELF_HEAD)]))
     (tmp_path / "not-a-dir").write_text("a file where the manifest's directory should be\n")
-    result = run_cli(["prepare", "--archive", "lib.a", "--objects-out", "objects",
-                      "--manifest-out", "not-a-dir/m.json"], cwd=tmp_path)
+    result = run_cli(
+        [
+            "prepare",
+            "--archive",
+            "lib.a",
+            "--objects-out",
+            "objects",
+            "--manifest-out",
+            "not-a-dir/m.json",
+        ],
+        cwd=tmp_path,
+    )
     assert result.returncode == 2  # the path cannot name a file: bad input
     message = "dist-lto prepare: error: not-a-dir/m.json: cannot write: Not a directory\n"
     assert result.stderr == message
@@ -353,9 +389,17 @@ def test_failing_manifest_write_removes_the_extracted_objects(
     monkeypatch.setattr(jsonio, "dumps", full_disk)
     stderr = io.StringIO()
     with redirect_stderr(stderr):
-        status = cli.main(["prepare", "--archive", str(archive), "--objects-out",
-                           str(tmp_path / "out/objects"), "--manifest-out",
-                           str(tmp_path / "out/m.json")])
+        status = cli.main(
+            [
+                "prepare",
+                "--archive",
+                str(archive),
+                "--objects-out",
+                str(tmp_path / "out/objects"),
+                "--manifest-out",
+                str(tmp_path / "out/m.json"),
+            ]
+        )
     assert status == 1
     assert stderr.getvalue().endswith("m.json: cannot write: No space left on device\n")
     assert files_under(tmp_path) == {"lib.a"}

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from conftest import Llvm
 from dist_lto import cli
-from dist_lto.ar_headers import read_thin_members
+from dist_lto.archive.ar_headers import read_thin_members
+from dist_lto.commands.prepare import UnsafeName, assign_paths, directories_of, safe_path
 from dist_lto.errors import BadInput
-from dist_lto.prepare import UnsafeName, assign_paths, directories_of, safe_path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -103,8 +103,26 @@ def seeds(llvm: Llvm, tmp_path_factory: pytest.TempPathFactory) -> dict[str, byt
 
 
 TOKENS = st.sampled_from(
-    [b"/", b"//", b"..", b"../", b"`\n", b"#1/", b"#1/99", b"9999999", b" ", b"\n", b"\0",
-     b"/0", b"/9", b"120777", b"20644", b"\xff", b"!<thin>\n", b"!<arch>\n"]
+    [
+        b"/",
+        b"//",
+        b"..",
+        b"../",
+        b"`\n",
+        b"#1/",
+        b"#1/99",
+        b"9999999",
+        b" ",
+        b"\n",
+        b"\0",
+        b"/0",
+        b"/9",
+        b"120777",
+        b"20644",
+        b"\xff",
+        b"!<thin>\n",
+        b"!<arch>\n",
+    ]
 )
 
 
@@ -136,8 +154,15 @@ def check_one_run(data: bytes) -> None:
         archive = root / "in/lib.a"
         archive.write_bytes(data)
         stderr = io.StringIO()
-        args = ["prepare", "--archive", str(archive), "--objects-out", str(root / "out/objects"),
-                "--manifest-out", str(root / "out/manifest.json")]
+        args = [
+            "prepare",
+            "--archive",
+            str(archive),
+            "--objects-out",
+            str(root / "out/objects"),
+            "--manifest-out",
+            str(root / "out/manifest.json"),
+        ]
         with redirect_stderr(stderr):
             status = cli.main(args)
         written = {str(p.relative_to(root)) for p in root.rglob("*")} - {"in", "in/lib.a"}
@@ -209,8 +234,17 @@ def test_any_member_names_round_trip_through_llvm_ar(
             (root / f"src{i}" / name).write_bytes(b"member %d\n" % i)
             files.append(f"src{i}/{name}")
         subprocess.run([llvm.ar, "rc", f"--format={fmt}", "lib.a", *files], cwd=root, check=True)
-        status = cli.main(["prepare", "--archive", str(root / "lib.a"), "--objects-out",
-                           str(root / "objects"), "--manifest-out", str(root / "m.json")])
+        status = cli.main(
+            [
+                "prepare",
+                "--archive",
+                str(root / "lib.a"),
+                "--objects-out",
+                str(root / "objects"),
+                "--manifest-out",
+                str(root / "m.json"),
+            ]
+        )
         assert status == 0
         manifest = json.loads((root / "m.json").read_text())
         assert [m["name"] for m in manifest["members"]] == names

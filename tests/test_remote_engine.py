@@ -1,6 +1,6 @@
 """`dist-lto distribute --remote` against a real BuildBarn engine on loopback.
 
-The engine (bench/remote/buildbarn.py, built by .ci/setup) is started here, once per
+The engine (tests/support/buildbarn.py, built by .ci/setup) is started here, once per
 session, with two workers; a test that cannot start it fails. What ran where is read
 from the engine's side: each bb_worker logs the actions it starts and the
 ExecuteResponse it sends back (with the worker id in the execution metadata).
@@ -19,16 +19,15 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-import buildbarn
 import pytest
-import workloads
 from conftest import DtltoLink, Llvm
-from dist_lto.jobfile import read_job_file
-from dist_lto.remote.cas import CorruptBlob, digest_of
-from dist_lto.remote.connection import RemoteFailed
-from dist_lto.remote.executor import RemoteExecutor
-from dist_lto.remote.protos import re_pb2
-from dist_lto.remote.settings import settings_from_options
+from dist_lto.distribute.remote.cas import CorruptBlob, digest_of
+from dist_lto.distribute.remote.connection import RemoteFailed
+from dist_lto.distribute.remote.executor import RemoteExecutor
+from dist_lto.distribute.remote.protos import re_pb2
+from dist_lto.distribute.remote.settings import settings_from_options
+from dist_lto.formats.jobfile import read_job_file
+from support import buildbarn, workloads
 
 DIST_LTO = str(Path(sys.executable).parent / "dist-lto")
 
@@ -275,10 +274,10 @@ def test_inputs_the_engine_lacks_at_execute_time_are_uploaded_again(
 ) -> None:
     """The CAS can lose blobs between our upload and Execute (eviction, a restarted
     storage): BuildBarn then answers FAILED_PRECONDITION listing them."""
-    from dist_lto.jobfile import JobFile, read_job_file
-    from dist_lto.remote.cas import FileDigests, build_tree, key
-    from dist_lto.remote.executor import EXECUTED, RemoteExecutor
-    from dist_lto.remote.settings import settings_from_options
+    from dist_lto.distribute.remote.cas import FileDigests, build_tree, key
+    from dist_lto.distribute.remote.executor import EXECUTED, RemoteExecutor
+    from dist_lto.distribute.remote.settings import settings_from_options
+    from dist_lto.formats.jobfile import JobFile, read_job_file
 
     root = tmp_path / "link"
     shutil.copytree(small_dtlto.root, root)

@@ -6,16 +6,16 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
-from dist_lto.errors import BadInput
-from dist_lto.remote.cas import FileDigests, build_tree, relative_parts
-from dist_lto.remote.protos import re_pb2
-from dist_lto.remote.settings import (
+from dist_lto.distribute.remote.cas import FileDigests, build_tree, relative_parts
+from dist_lto.distribute.remote.protos import re_pb2
+from dist_lto.distribute.remote.settings import (
     DEFAULT_PLATFORM,
     parse_address,
     parse_header,
     parse_instance,
     settings_from_options,
 )
+from dist_lto.errors import BadInput
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -22,9 +22,8 @@ from real_buck2 import Buck2, Ran
 
 PROJECT = REPO / "examples" / "upstream"
 sys.path.insert(0, str(PROJECT))
-sys.path.insert(0, str(REPO / "bench" / "remote"))
-import buildbarn  # noqa: E402
 import vendor  # noqa: E402
+from support import buildbarn  # noqa: E402
 
 PROGRAMS = {
     "//c:wordstats": (["one two  three"], "words 3\nchecksum 14823564760136413964\nplugin zip\n"),

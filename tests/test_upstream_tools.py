@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, Llvm, ThinIndex, run_cli
 from dist_lto.errors import BadInput
-from dist_lto.toolchain import tool
+from dist_lto.llvm.toolchain import tool
 from dist_lto.upstream import opt as upstream_opt
 from dist_lto.upstream import plan as upstream_plan
 from test_opt_cli import MAIN, OPT_PATH_MODULES, imported_modules

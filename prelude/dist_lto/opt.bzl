@@ -6,10 +6,8 @@
 # only declared inputs).
 
 load("//toolchain.bzl", "LlvmToolchainInfo", "dist_lto_command")
+load(":formats.bzl", "manifest_member_files")
 load(":types.bzl", "DistLink", "PreparedArchive")
-
-_PREPARED_PREFIX = "objects/"
-"""Members of a prepared regular archive, relative to its manifest (prepare.bzl's layout)."""
 
 def _member_files(link: DistLink, artifacts, archive_index: int) -> dict[int, Artifact]:
     """Archive `archive_index`'s members as the index step read them, by position: a
@@ -17,13 +15,8 @@ def _member_files(link: DistLink, artifacts, archive_index: int) -> dict[int, Ar
     archive = link.archives[archive_index]
     if archive.linkable.members:
         return {i: m for i, m in enumerate(archive.linkable.members)}
-    files = {}
-    for entry in artifacts[archive.manifest].read_json()["members"]:
-        path = entry["path"]
-        if not path.startswith(_PREPARED_PREFIX):
-            fail("archive {}: member {} is at `{}`, not under `{}`".format(archive_index, entry["position"], path, _PREPARED_PREFIX))
-        files[entry["position"]] = archive.objects_dir.project(path[len(_PREPARED_PREFIX):])
-    return files
+    manifest = artifacts[archive.manifest].read_json()
+    return manifest_member_files(manifest, archive.objects_dir, "archive {}".format(archive_index))
 
 def _member_lookup(link: DistLink, artifacts) -> typing.Callable:
     """`lookup(archive, position) -> Artifact`, reading each manifest at most once per

@@ -10,6 +10,7 @@
 load("//cxx:link.bzl", "linkable_args")
 load("//cxx:providers.bzl", "ArchiveLinkable", "LinkGroup", "ObjectLinkable")
 load("//toolchain.bzl", "LlvmToolchainInfo", "dist_lto_command")
+load(":formats.bzl", "meta", "meta_archive", "meta_args", "meta_group", "meta_object")
 load(":prepare.bzl", "prepare_archive")
 load(":types.bzl", "BitcodeObject", "PreparedArchive")
 
@@ -32,26 +33,24 @@ def collect_link(ctx: AnalysisContext, toolchain: LlvmToolchainInfo, name: str, 
         for linkable in group.linkables:
             if isinstance(linkable, ObjectLinkable) and linkable.bitcode:
                 obj = _declare_object(ctx, name, linkable.object, len(objects))
-                linkables.append({
-                    "kind": "object",
-                    "index": len(objects),
-                    "path": obj.object,
-                    "index_output": obj.index_file.as_output(),
-                    "plan_output": obj.plan.as_output(),
-                    "opt_output": obj.opt.as_output(),
-                })
+                linkables.append(meta_object(
+                    len(objects),
+                    obj.object,
+                    obj.index_file.as_output(),
+                    obj.plan.as_output(),
+                    obj.opt.as_output(),
+                ))
                 objects.append(obj)
             elif isinstance(linkable, ArchiveLinkable) and linkable.bitcode:
                 archive = _declare_archive(ctx, toolchain, name, linkable, len(archives))
-                linkables.append({
-                    "kind": "archive",
-                    "index": len(archives),
-                    "manifest": archive.manifest,
-                    "plan_output": archive.plan.as_output(),
-                    "index_dir": archive.index_dir.as_output(),
-                    "opt_objects_dir": archive.opt_dir.as_output(),
-                    "whole": linkable.whole,
-                })
+                linkables.append(meta_archive(
+                    len(archives),
+                    archive.manifest,
+                    archive.plan.as_output(),
+                    archive.index_dir.as_output(),
+                    archive.opt_dir.as_output(),
+                    linkable.whole,
+                ))
                 archives.append(archive)
                 static_inputs.extend(linkable.members)
             else:
@@ -59,9 +58,9 @@ def collect_link(ctx: AnalysisContext, toolchain: LlvmToolchainInfo, name: str, 
                 static_inputs.extend([a for a in args if isinstance(a, Artifact)])
                 if isinstance(linkable, ArchiveLinkable):
                     static_inputs.extend(linkable.members)
-                linkables.append({"kind": "args", "args": args})
+                linkables.append(meta_args(args))
         if linkables:
-            meta_groups.append({"pre_flags": [], "post_flags": [], "linkables": linkables})
+            meta_groups.append(meta_group(linkables))
     return CollectedLink(groups = meta_groups, objects = objects, archives = archives, static_inputs = static_inputs)
 
 def _declare_object(ctx: AnalysisContext, link_name: str, object: Artifact, index: int) -> BitcodeObject:
@@ -96,13 +95,11 @@ def run_plan(
     """Write the meta file and run `dist-lto plan` on it (category `thin_lto_plan`)."""
     prefix = "dist_lto/" + link_name
     index_dir = ctx.actions.declare_output(prefix, "index", dir = True)
-    meta = ctx.actions.write_json(prefix + "/meta.json", {
-        "version": 1,
-        "index_dir": index_dir.as_output(),
-        "link_plan_output": link_plan.as_output(),
-        "final_link_args_output": final_link_args.as_output(),
-        "groups": link.groups,
-    }, pretty = True)
+    meta_file = ctx.actions.write_json(
+        prefix + "/meta.json",
+        meta(index_dir.as_output(), link_plan.as_output(), final_link_args.as_output(), link.groups),
+        pretty = True,
+    )
     outputs = [index_dir.as_output(), link_plan.as_output(), final_link_args.as_output()]
     inputs = list(link.static_inputs)
     for obj in link.objects:
@@ -113,7 +110,7 @@ def run_plan(
         inputs += [archive.objects_dir, archive.manifest]
     cmd = cmd_args(
         dist_lto_command(toolchain.python, toolchain.dist_lto_pkg, "plan"),
-        meta,
+        meta_file,
         "--",
         driver_command,
         hidden = inputs + outputs,

@@ -3,6 +3,7 @@
 
 load("//cxx:providers.bzl", "ArchiveLinkable")
 load("//toolchain.bzl", "LlvmToolchainInfo", "dist_lto_command")
+load(":formats.bzl", "PREPARED_MANIFEST", "PREPARED_OBJECTS")
 
 PreparedFiles = record(objects_dir = Artifact, manifest = Artifact)
 
@@ -14,8 +15,8 @@ def prepare_archive(
         index: int) -> PreparedFiles:
     """One `thin_lto_prepare` action for archive number `index` of link `link_name`."""
     prefix = "dist_lto/{}/archives/{}".format(link_name, index)
-    objects_dir = ctx.actions.declare_output(prefix, "objects", dir = True)
-    manifest = ctx.actions.declare_output(prefix, "manifest.json")
+    objects_dir = ctx.actions.declare_output(prefix, PREPARED_OBJECTS, dir = True)
+    manifest = ctx.actions.declare_output(prefix, PREPARED_MANIFEST)
     cmd = cmd_args(
         dist_lto_command(toolchain.python, toolchain.dist_lto_pkg, "prepare"),
         "--archive",

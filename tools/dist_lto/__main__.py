@@ -23,7 +23,7 @@ from dist_lto.cli import main
 
 status = main()
 if sys.argv[1:2] == ["opt"]:
-    # One run per module: interpreter finalization (~1.5 ms, measured) is pure overhead,
+    # One run per module: interpreter finalization is pure overhead,
     # and `opt` has closed everything it wrote. Flush what it printed, then leave.
     sys.stdout.flush()
     sys.stderr.flush()

@@ -18,19 +18,19 @@ renamed only after every check, so a failed or killed backend leaves nothing at 
 (and a failed one nothing beside them, not even clang's own temporaries).
 
 Shared by `dist-lto opt` and `dist-lto distribute`. Standard library only, and not
-even `subprocess` or `signal` (their imports cost more than this whole module's
-10 ms budget, measured here: `subprocess` ~12 ms): clang is started with
-`os.posix_spawn` and signals are caught through `_signal`.
+even `subprocess` or `signal` (importing either costs more than the rest of a backend
+action's Python start-up): clang is started with `os.posix_spawn` and signals are
+caught through `_signal`.
 """
 
 import _signal
 import os
 
+from dist_lto import TYPE_CHECKING
 from dist_lto.errors import EXIT_INTERNAL, BadInput, DistLtoError
 from dist_lto.fsutil import remove_quietly, temp_path_for
-from dist_lto.thinlto_index import module_has_hash, read_index_modules
+from dist_lto.llvm.bitcode import module_has_hash, read_index_modules
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (milliseconds)
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 

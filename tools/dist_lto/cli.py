@@ -7,25 +7,35 @@ planner, orjson or libarchive. Each subcommand module provides
 exit status and never as a traceback.
 
 `scan` reads the usual command line of `opt` and `distribute` without argparse: they
-run once per backend or per link, where importing argparse (~6 ms with what it pulls
-in) is a measurable share of their start-up. It lives here, in a module both already
-load, because each further module costs the opt path ~0.2 ms.
+run once per backend or per link, where importing argparse (with what it pulls in) is
+a measurable share of their start-up (docs/benchmarks.md). It lives here, in a module
+both already load, because every further module is paid once per backend action.
 """
 
 import os
 import sys
 
+from dist_lto import TYPE_CHECKING
 from dist_lto.errors import EXIT_INTERNAL, DistLtoError
 
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable
+    from typing import TypeVar
+
+    T = TypeVar("T")
+
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "prepare": ("dist_lto.prepare", "turn an archive into a directory of objects and a manifest"),
-    "plan": ("dist_lto.plan", "run or replay LLD's index step and write the optimisation plans"),
-    "inspect": ("dist_lto.inspect", "summarise a planned link; draw its import graph"),
-    "opt": ("dist_lto.opt", "run one ThinLTO backend strictly (a failure never exits 0)"),
-    "distribute": ("dist_lto.distribute", "parallel, strict, caching distributor for LLD's DTLTO"),
-    "upstream": ("dist_lto.upstream", "the tools Buck2's upstream prelude runs, by role"),
+    "prepare": ("commands.prepare", "turn an archive into a directory of objects and a manifest"),
+    "plan": ("commands.plan", "run or replay LLD's index step and write the optimisation plans"),
+    "inspect": ("commands.inspect", "summarise a planned link; draw its import graph"),
+    "opt": ("commands.opt", "run one ThinLTO backend strictly (a failure never exits 0)"),
+    "distribute": ("commands.distribute", "parallel, strict, caching distributor for LLD's DTLTO"),
+    "upstream": ("upstream", "the tools Buck2's upstream prelude runs, by role"),
 }
-"""Subcommand name -> (module, one-line summary), in the order `--help` lists them."""
+"""Subcommand name -> (module under `dist_lto`, one-line summary), in the order `--help`
+lists them. Commands parse argv and orchestrate; the work lives in `formats`, `llvm`,
+`archive`, `process` and `distribute`."""
 
 _USAGE = "usage: dist-lto [-h] [-V] {%s} ..."
 
@@ -74,6 +84,40 @@ def scan(
     return positional
 
 
+def parse(
+    argv: list[str],
+    fast: "Callable[[list[str]], T | None]",
+    build_parser: "Callable[[], argparse.ArgumentParser]",
+    options: "type[T]",
+) -> "T":
+    """`fast(argv)` (built on `scan`), or, when it declines, what argparse makes of `argv`
+    copied into a new `options` (a class whose `__slots__` name its parser's dests)."""
+    opts = fast(argv)
+    if opts is not None:
+        return opts
+    namespace = build_parser().parse_args(argv)
+    opts = options()
+    for name in options.__slots__:  # type: ignore[attr-defined]
+        setattr(opts, name, getattr(namespace, name))
+    return opts
+
+
+def argument_parser(
+    prog: str, usage: str, description: str, epilog: str
+) -> "argparse.ArgumentParser":
+    """An argparse parser for a command that `parse`s its usual command line by hand;
+    argparse is imported only here, for `--help` and usage errors."""
+    import argparse
+
+    return argparse.ArgumentParser(
+        prog=prog,
+        usage=usage,
+        description=description,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
 def _help() -> str:
     width = max(len(name) for name in SUBCOMMANDS)
     lines = [
@@ -95,7 +139,7 @@ def _help() -> str:
 
 def run(name: str, argv: list[str]) -> int:
     """Run subcommand `name`, turning every failure into one line on stderr and a status."""
-    module_name = SUBCOMMANDS[name][0]
+    module_name = "dist_lto." + SUBCOMMANDS[name][0]
     try:
         module = __import__(module_name, fromlist=["main"])
         return module.main(argv)

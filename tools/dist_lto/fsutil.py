@@ -10,7 +10,7 @@ import os
 from dist_lto.errors import BadInput, DistLtoError
 
 # No contextlib or collections.abc: `dist-lto opt` imports this module once per
-# backend action, and those two pull in `collections` and `functools` (milliseconds).
+# backend action, and those two pull in `collections` and `functools`.
 
 
 def temp_path_for(path: str) -> str:
@@ -40,6 +40,15 @@ class atomic_output:
         remove_quietly(self.tmp)
 
 
+def read_input(path: str, what: str) -> bytes:
+    """The whole file at `path`; one that cannot be read is bad input naming it as `what`."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as err:
+        raise BadInput(f"{path}: cannot read {what}: {err.strerror}") from None
+
+
 def remove_quietly(path: str) -> None:
     """Remove `path` if it exists; cleaning up must never mask the error being reported."""
     try:  # noqa: SIM105 (contextlib.suppress would cost the import this module avoids)
@@ -52,6 +61,37 @@ def write_atomic(path: str, data: bytes) -> None:
     """Write `data` to `path` through a temporary file and a rename."""
     with atomic_output(path) as tmp, open(tmp, "wb") as f:
         f.write(data)
+
+
+def move(source: str, final: str) -> None:
+    """Rename a file or directory to `final`; across file systems, copy it through a
+    temporary name beside `final` and rename that, then remove `source`."""
+    import errno
+
+    try:
+        os.rename(source, final)
+        return
+    except OSError as err:
+        if err.errno != errno.EXDEV:
+            raise
+    import shutil  # only across file systems: `dist-lto opt` imports this module per action
+
+    temporary = temp_path_for(final)
+    try:
+        if os.path.isdir(source):
+            shutil.copytree(source, temporary, symlinks=True)
+        else:
+            shutil.copyfile(source, temporary)
+        os.rename(temporary, final)
+    except BaseException:
+        if os.path.isdir(temporary):
+            shutil.rmtree(temporary, ignore_errors=True)
+        remove_quietly(temporary)
+        raise
+    if os.path.isdir(source):
+        shutil.rmtree(source)
+    else:
+        os.unlink(source)
 
 
 def write_failure(err: OSError, path: str | None = None) -> DistLtoError:

@@ -9,8 +9,8 @@ status, or exit 0 with an empty or non-ELF object) is this action's failure. Run
 per module: standard library only, no argparse on the usual path.
 """
 
-from dist_lto import opt
 from dist_lto.cli import scan
+from dist_lto.commands import opt
 from dist_lto.errors import BadInput
 
 _VALUES = {"--out": "out", "--input": "input", "--index": "index", "--args": "args",

@@ -16,9 +16,9 @@ import os
 import posixpath
 import shutil
 
-from dist_lto import jsonio
-from dist_lto import prepare as ours
+from dist_lto.commands import prepare as ours
 from dist_lto.errors import BadInput, DistLtoError
+from dist_lto.formats import jsonio
 from dist_lto.fsutil import write_atomic
 from dist_lto.upstream.layout import MEMBERS, manifest_for
 

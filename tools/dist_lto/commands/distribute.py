@@ -1,0 +1,404 @@
+"""`dist-lto distribute`: a distributor for LLD 22's DTLTO that is parallel, strict and cached.
+
+LLD runs it once per link as `<prog> <args...> <output>.<pid>.dist-file.json`
+(`clang -fthinlto-distributor=$(command -v dist-lto) -Xthinlto-distributor=distribute`).
+It runs every job of the job file (`formats/jobfile.py`) with N worker threads, biggest
+module first (`distribute/scheduler.py`), each job through the same strict runner as
+`dist-lto opt` (`backend.py`: the module must be its index's primary module, clang's
+status passes through, an exit 0 without a complete ELF object fails, outputs appear
+only by rename), and keeps results in a cache shared by all links
+(`distribute/result_cache.py`). No Python process per job: the threads only wait on
+clang processes, which each thread forks from a clang of its own that has started once
+(`process/forkserver.py`) where that is the same as starting clang. This module reads
+the command line and puts those pieces together.
+"""
+
+import _signal
+import os
+import sys
+import time
+
+from dist_lto import TYPE_CHECKING, backend
+from dist_lto.backend import stop_with_parent
+from dist_lto.cli import argument_parser, parse, scan
+from dist_lto.distribute.reporting import PROG, Reporter
+from dist_lto.distribute.scheduler import Distribution
+from dist_lto.errors import BadInput, DistLtoError
+from dist_lto.formats.jobfile import JobFile, read_job_file
+from dist_lto.fsutil import remove_quietly
+
+if TYPE_CHECKING:
+    import argparse
+
+    from dist_lto.distribute.result_cache import KeyMaker, ResultCache
+
+USAGE = (
+    "dist-lto distribute [-h] [--jobs N] [--cache-dir DIR | --no-cache]\n"
+    "                           [--cache-max-size SIZE] [--no-fork-server] [--verbose]\n"
+    "                           [--remote grpc://HOST:PORT [--instance NAME]\n"
+    "                            [--remote-header K=V]... [--platform K=V]...] JOB_FILE"
+)
+DESCRIPTION = """\
+A distributor for LLD's distributed ThinLTO (DTLTO). LLD runs it with the job file it
+wrote as the last argument; give it to clang as
+
+  clang -flto=thin -fuse-ld=lld ... -fthinlto-distributor=$(command -v dist-lto) \\
+        -Xthinlto-distributor=distribute [-Xthinlto-distributor=--jobs=4]
+
+It runs `common.args + job.args` for every job, N at a time, biggest module first. A job
+fails when its compiler fails (its status; a signal N gives 128+N), when its module is
+not the primary module of its index as spelled, or when the compiler exits 0 without a
+complete ELF object. On the first failure no new job starts, running ones are stopped,
+and the failing job's command and stderr are printed. Objects are written under
+temporary names and renamed, so no output is ever left half-written. Results are kept
+in a cache shared by every link (safe when links run at once); a job whose compiler,
+arguments and input contents were seen before runs no compiler. Each worker forks its
+jobs' compilers from a clang that has started once (a fork server), which saves clang's
+start-up per job; --no-fork-server starts a compiler per job instead.
+
+With --remote, each job runs as an action on a Remote Execution API engine (BuildBarn,
+say) instead of here: the engine's action cache is asked first, so results any machine
+computed are reused; inputs go to its CAS, the outputs come back and are checked as
+strictly as local ones (docs/remote.md)."""
+EPILOG = """\
+The job file is LLD 22's format (docs/distribute.md); anything else is rejected with its
+JSON pointer (exit 2). Progress: one updating line when stderr is a terminal, otherwise
+nothing but errors and the compilers' warnings (--verbose lists every job).
+Exit status: 0 success; 2 bad input; the failing compiler's status (128+N for signal
+N); 1 when a compiler exits 0 without a complete object; 128+N when stopped by signal N."""
+
+_VALUE_OPTIONS = {
+    "--jobs": "jobs",
+    "-j": "jobs",
+    "--cache-dir": "cache_dir",
+    "--cache-max-size": "cache_max_size",
+}
+_FLAG_OPTIONS = {
+    "--no-cache": "no_cache",
+    "--no-fork-server": "no_fork_server",
+    "--verbose": "verbose",
+    "-v": "verbose",
+}
+
+
+class Options:
+    """The command line, as strings (checked by `settings`)."""
+
+    __slots__ = (
+        "cache_dir", "cache_max_size", "instance", "job_file", "jobs", "no_cache",
+        "no_fork_server", "platform", "remote", "remote_header", "verbose",
+    )  # fmt: skip
+
+    def __init__(self) -> None:
+        self.remote: str | None = None
+        self.instance: str | None = None
+        self.remote_header: list[str] = []
+        self.platform: list[str] | None = None
+        self.job_file = ""
+        self.jobs: str | None = None
+        self.cache_dir: str | None = None
+        self.cache_max_size: str | None = None
+        self.no_cache = False
+        self.no_fork_server = False
+        self.verbose = False
+
+
+def _parse_fast(argv: list[str]) -> Options | None:
+    """The usual command line without argparse; None sends anything unusual to argparse."""
+    opts = Options()
+    positional = scan(argv, opts, _VALUE_OPTIONS, _FLAG_OPTIONS)
+    if positional is None or len(positional) != 1:
+        return None
+    if opts.no_cache and opts.cache_dir is not None:
+        return None  # argparse says they exclude each other
+    opts.job_file = positional[0]
+    return opts
+
+
+def build_parser() -> "argparse.ArgumentParser":
+    """The argparse parser: the reference for `--help` and for usage errors."""
+    parser = argument_parser(PROG, USAGE, DESCRIPTION, EPILOG)
+    parser.add_argument(
+        "-j",
+        "--jobs",
+        metavar="N",
+        help="compilers to run at once (default: the CPUs this process may use)",
+    )
+    cache = parser.add_mutually_exclusive_group()
+    cache.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="result cache directory (default: $XDG_CACHE_HOME/dist-lto, else ~/.cache/dist-lto)",
+    )
+    cache.add_argument(
+        "--no-cache", action="store_true", help="neither use nor fill the result cache"
+    )
+    parser.add_argument(
+        "--cache-max-size",
+        metavar="SIZE",
+        help="prune the cache, least recently used first, to this size after"
+        " a link that added to it (bytes, or K/M/G/T; default: 2G)",
+    )
+    parser.add_argument(
+        "--no-fork-server",
+        action="store_true",
+        help="start a compiler for every job instead of forking it from one clang per"
+        " worker that has started already (docs/distribute.md)",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="print a line for every job (compiled or cached, and its time)",
+    )
+    remote = parser.add_argument_group("remote execution (docs/remote.md)")
+    remote.add_argument(
+        "--remote",
+        metavar="grpc://HOST:PORT",
+        help="run the jobs on this Remote Execution API engine (plaintext gRPC)",
+    )
+    remote.add_argument(
+        "--instance", metavar="NAME", help="the engine's instance name (default: none)"
+    )
+    remote.add_argument(
+        "--remote-header",
+        metavar="K=V",
+        action="append",
+        default=[],
+        help="gRPC metadata sent with every remote call (repeatable; an auth token, say)",
+    )
+    remote.add_argument(
+        "--platform",
+        metavar="K=V",
+        action="append",
+        help="platform property of every action (repeatable; replaces the default"
+        " OSFamily=linux toolchain=llvm-22, which says the compiler is preinstalled)",
+    )
+    parser.add_argument(
+        "job_file",
+        metavar="JOB_FILE",
+        help="the job file LLD wrote (<output>.<pid>.dist-file.json)",
+    )
+    return parser
+
+
+def parse_args(argv: list[str]) -> Options:
+    return parse(argv, _parse_fast, build_parser, Options)
+
+
+class Settings:
+    """Checked options."""
+
+    __slots__ = ("cache_dir", "cache_max_size", "fork_server", "jobs", "remote", "tools_dir",
+                 "verbose")  # fmt: skip
+
+    def __init__(self, opts: Options) -> None:
+        from dist_lto.distribute.result_cache import DEFAULT_MAX_SIZE, default_cache_dir, parse_size
+
+        self.remote = None
+        if opts.remote is not None:
+            from dist_lto.distribute.remote.settings import settings_from_options
+
+            self.remote = settings_from_options(
+                opts.remote, opts.instance, opts.remote_header, opts.platform
+            )
+        elif opts.instance is not None or opts.remote_header or opts.platform is not None:
+            raise BadInput("--instance, --remote-header and --platform need --remote")
+        self.jobs = _cpu_count() if self.remote is None else REMOTE_JOBS
+        if opts.jobs is not None:
+            if not (opts.jobs.isascii() and opts.jobs.isdigit() and int(opts.jobs) > 0):
+                raise BadInput(f"--jobs: expected a positive integer, got {opts.jobs!r}")
+            self.jobs = int(opts.jobs)
+        self.cache_dir = None if opts.no_cache else (opts.cache_dir or default_cache_dir())
+        self.tools_dir = default_cache_dir()
+        """Where what belongs to this machine's tools is kept (the fork server's library,
+        remembered compiler identities): per user, whatever --cache-dir says, since a
+        shared cache directory may be another machine's, and a new one must not cost
+        every compiler's identity again."""
+        self.fork_server = not opts.no_fork_server and self.remote is None
+        self.cache_max_size = DEFAULT_MAX_SIZE
+        if opts.cache_max_size is not None:
+            try:
+                self.cache_max_size = parse_size(opts.cache_max_size)
+            except ValueError as err:
+                raise BadInput(f"--cache-max-size: {err}") from None
+        self.verbose = opts.verbose
+
+
+REMOTE_JOBS = 16
+"""Jobs in flight at once with --remote when --jobs is not given: each only waits on
+the engine, whose workers decide the real parallelism."""
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _open_cache(
+    files: JobFile, settings: Settings, reporter: Reporter
+) -> "tuple[ResultCache | None, KeyMaker | None]":
+    from dist_lto.distribute.result_cache import KeyMaker, ResultCache, command_identity
+
+    if settings.cache_dir is None:
+        return None, None
+    cache = ResultCache(settings.cache_dir, settings.cache_max_size)
+    try:
+        cache.create()
+    except OSError as err:
+        reporter.note(f"warning: result cache not used: {settings.cache_dir}: {err.strerror}")
+        return None, None
+    try:
+        identity = command_identity(files.args, settings.tools_dir)
+    except BadInput as err:  # the jobs will say what is wrong with the compiler, if anything
+        reporter.note(f"warning: result cache not used: {err.message}")
+        return None, None
+    except OSError as err:
+        reporter.note(f"warning: result cache not used: {err.filename}: {err.strerror}")
+        return None, None
+    return cache, KeyMaker(files, identity)
+
+
+def _private_tmpdir() -> str | None:
+    """Point TMPDIR at a new directory, removed when the distribution ends: a compiler that
+    crashes writes its reproducer files (preprocessed source, run script) there, and a
+    link must not leave them in the user's temporary directory. None when it cannot be
+    made (then TMPDIR stays as it is). Made by hand: `tempfile` and `shutil` cost the
+    distributor's start-up imports it otherwise never needs."""
+    base = os.environ.get("TMPDIR") or "/tmp"
+    path = os.path.join(base, f"dist-lto-{os.getpid()}-{os.urandom(6).hex()}")
+    try:
+        os.mkdir(path, 0o700)
+    except OSError:
+        return None
+    os.environ["TMPDIR"] = path
+    return path
+
+
+def _check_module_paths(files: JobFile) -> None:
+    """Refuse a job file whose modules have non-ASCII paths before any backend runs: LLD
+    22 wrote them into the indexes as garbage (llvm-project issue 194318), so every
+    backend that names one would fail, each with a message about a missing module."""
+    for job in files.jobs:
+        for i, path in enumerate(job.inputs):
+            if i != 1 and not path.isascii():
+                raise BadInput(
+                    f"{files.path}: job {job.number + 1} ({job.module}): module path {path!r}"
+                    " is not ASCII; LLVM 22 corrupts such paths in ThinLTO index files"
+                    " (llvm-project issue 194318): give the object an ASCII path, or link"
+                    " with in-process ThinLTO"
+                )
+
+
+def _remove_linker_temporaries(files: JobFile, pid: int) -> None:
+    """Remove what LLD (process `pid`, gone) wrote for this link and would have removed
+    at its end: the job file, each job's index and the archive members it extracted.
+    Only files named after its process id: `prog.<pid>.dist-file.json`,
+    `<output>.thinlto.bc` for outputs `<module>.<job>.<pid>.native.o`, and members
+    `lib.a(m.o at N).<job>.<pid in hex>.o`."""
+    job_file = f"{os.path.basename(files.linker_output)}.{pid}.dist-file.json"
+    if os.path.basename(files.path) == job_file:
+        remove_quietly(files.path)
+    member_suffix = f".{pid:X}.o"
+    for job in files.jobs:
+        if job.output.endswith(f".{pid}.native.o") and job.index == job.output + ".thinlto.bc":
+            remove_quietly(job.index)
+        for path in job.inputs:
+            if path.endswith(member_suffix) and " at " in path and "(" in path:
+                remove_quietly(path)
+
+
+def _report_damage(distribution: Distribution, reporter: Reporter) -> None:
+    """One warning for every damaged result this link refused (cache entries evicted,
+    remote blobs that did not match their digests): each job ran again instead."""
+    damaged = list(distribution.cache.evicted) if distribution.cache is not None else []
+    damaged += distribution.remote_damage
+    if not damaged:
+        return
+    where, problem = damaged[0]
+    more = f" (and {len(damaged) - 1} more)" if len(damaged) > 1 else ""
+    with distribution.lock:
+        reporter.note(
+            f"warning: {len(damaged)} damaged cached result{'s' if len(damaged) > 1 else ''}"
+            f" not used, the jobs ran again: {where}: {problem}{more}"
+        )
+
+
+def _fork_server_library(files: JobFile, settings: Settings, reporter: Reporter) -> str | None:
+    """The fork server's preload library, or None (said with --verbose, or as a warning
+    when it cannot be built) where compilers are to be started directly."""
+    if not settings.fork_server:
+        return None
+    from dist_lto.process.forkserver import library, unusable_reason
+
+    reason = unusable_reason(files.args)
+    if reason is not None:
+        if settings.verbose:
+            reporter.note(f"no fork server: {reason}")
+        return None
+    try:
+        return library(files.args[0], settings.tools_dir)
+    except DistLtoError as err:
+        reporter.note(f"warning: no fork server: {err.message}")
+        return None
+
+
+def main(argv: list[str]) -> int:
+    stop_with_parent()
+    opts = parse_args(argv)
+    settings = Settings(opts)
+    files = read_job_file(opts.job_file)
+    _check_module_paths(files)
+    reporter = Reporter(len(files.jobs), verbose=settings.verbose, tty=sys.stderr.isatty())
+    if not files.jobs:
+        return 0
+    cache, keys = _open_cache(files, settings, reporter)
+    remote = None
+    if settings.remote is not None:
+        from dist_lto.distribute.remote.executor import RemoteExecutor
+
+        remote = RemoteExecutor(files, settings.remote)
+    preload = _fork_server_library(files, settings, reporter)
+    private_tmp = _private_tmpdir()
+    distribution = Distribution(files, settings.jobs, reporter, cache, keys, remote, preload)
+    if settings.verbose:
+        reporter.note(
+            f"{len(files.jobs)} jobs from {files.path}, {distribution.workers} at a"
+            f" time, cache {settings.cache_dir or 'off'}"
+            + (f", remote {settings.remote.address}" if settings.remote else "")
+            + (f", fork server {preload}" if preload else "")
+        )
+    try:
+        distribution.run()
+    except DistLtoError:
+        if not backend.gone_parent():
+            raise
+        # The linker died first; what failed since (its indexes vanished) is the symptom.
+        distribution.remove_outputs()
+        raise DistLtoError(
+            backend.stop_reason(_signal.SIGHUP), status=128 + _signal.SIGHUP
+        ) from None
+    finally:
+        if remote is not None:
+            remote.close()
+        _report_damage(distribution, reporter)
+        if backend.gone_parent():
+            _remove_linker_temporaries(files, backend.gone_parent())
+        if private_tmp is not None:
+            backend.remove_private_dir(private_tmp)
+    if cache is not None and distribution.stored:
+        try:
+            pruned = cache.prune()
+        except OSError as err:
+            reporter.note(f"warning: result cache: cannot prune: {err.strerror}")
+        else:
+            if pruned and settings.verbose:
+                reporter.note(f"pruned {pruned} cache entries (limit {settings.cache_max_size})")
+    if settings.verbose:
+        reporter.note(
+            f"{distribution.done} jobs done, {distribution.cached} from the cache,"
+            f" in {time.monotonic() - reporter.started:.2f} s"
+        )
+    return 0

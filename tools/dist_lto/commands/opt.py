@@ -1,0 +1,200 @@
+"""`dist-lto opt`: one ThinLTO backend compile that never lets a failure through.
+
+It runs once per bitcode module of a link, so it is built to cost almost
+nothing over clang itself: standard library only, no `argparse` on the normal
+path (a hand-written parser handles the fixed grammar; argparse is loaded only
+for `--help` and for anything unusual, so its messages stay the reference), and
+started as `python3 -S -E path/to/dist_lto/__main__.py opt ...` (see docs/opt.md).
+"""
+
+import os
+import sys
+
+from dist_lto import TYPE_CHECKING
+from dist_lto.backend import (
+    check_primary,
+    pass_through,
+    read_head,
+    run_backend,
+    split_dwarf_flags,
+    stop_with_parent,
+)
+from dist_lto.cli import argument_parser, parse, scan
+from dist_lto.errors import BadInput
+from dist_lto.llvm.bitcode import is_bitcode
+from dist_lto.llvm.flags import read_args_file, translate
+
+if TYPE_CHECKING:
+    import argparse
+
+PROG = "dist-lto opt"
+USAGE = """\
+dist-lto opt [-h] --input M.o --index M.thinlto.bc --out M.opt.o
+                    [--args LINK_FLAGS_FILE] [--dwo M.opt.dwo] [--print-command]
+                    [--no-lld-defaults] -- CLANG [EXTRA FLAGS...]"""
+DESCRIPTION = """\
+Run one ThinLTO backend: CLANG -c -x ir INPUT -fthinlto-index=INDEX <backend flags>
+[EXTRA FLAGS] -o OUT, where the backend flags are translated from the link's flags
+(--args) so that the code equals LLD's in-process ThinLTO. Fails (never exits 0) when
+INPUT is not the primary module of INDEX as spelled, when clang fails (its status; a
+signal N gives 128+N), or when clang exits 0 without a complete ELF object. OUT (and
+--dwo) are written under temporary names and renamed only after the checks. An INPUT
+that is not LLVM bitcode is passed to OUT unchanged."""
+
+EPILOG = """\
+The link flags file holds one argument per line, verbatim, as given to the clang
+driver for the link (-O3, -Wl,--lto-O2, -Xlinker, -fPIC, -march=..., -lm ...).
+Exit status: 0 success; 2 bad input (flags, paths, an index that does not name
+INPUT); clang's own status when it fails; 128+N when it dies by signal N; 1 when
+clang exits 0 but its output is missing, empty or not an ELF object.
+Start it as `python3 -S -E path/to/dist_lto/__main__.py opt ...`: see docs/opt.md."""
+
+_VALUE_OPTIONS = {"--input": "input", "--index": "index", "--out": "out", "--args": "args",
+                  "--dwo": "dwo"}  # fmt: skip
+_FLAG_OPTIONS = {"--print-command": "print_command", "--no-lld-defaults": "no_lld_defaults"}
+
+
+class Options:
+    """The parsed command line."""
+
+    __slots__ = ("args", "command", "dwo", "index", "input", "no_lld_defaults", "out",
+                 "print_command")  # fmt: skip
+
+    def __init__(self) -> None:
+        self.input = ""
+        self.index = ""
+        self.out = ""
+        self.args: str | None = None
+        self.dwo: str | None = None
+        self.print_command = False
+        self.no_lld_defaults = False
+        self.command: list[str] = []
+        """CLANG and the extra flags after `--`."""
+
+
+def _parse_fast(argv: list[str]) -> Options | None:
+    """The common case, without argparse; None sends anything unusual to argparse."""
+    opts = Options()
+    positional = scan(argv, opts, _VALUE_OPTIONS, _FLAG_OPTIONS, rest="command")
+    if positional != [] or not (opts.input and opts.index and opts.out and opts.command):
+        return None
+    return opts
+
+
+def build_parser() -> "argparse.ArgumentParser":
+    """The argparse parser: the reference for `--help` and for error messages."""
+    parser = argument_parser(PROG, USAGE, DESCRIPTION, EPILOG)
+    parser.add_argument(
+        "--input",
+        required=True,
+        metavar="M.o",
+        help="the module: bitcode, spelled exactly as the index step saw it",
+    )
+    parser.add_argument(
+        "--index",
+        required=True,
+        metavar="M.thinlto.bc",
+        help="its individual index from the index step",
+    )
+    parser.add_argument("--out", required=True, metavar="M.opt.o", help="the native object")
+    parser.add_argument(
+        "--args",
+        metavar="LINK_FLAGS_FILE",
+        help="the link's flags, one argument per line (default: none)",
+    )
+    parser.add_argument(
+        "--dwo",
+        metavar="M.opt.dwo",
+        help="write split DWARF here (created empty when there is nothing to"
+        " split); its name is what the object's skeleton unit records",
+    )
+    parser.add_argument(
+        "--print-command",
+        action="store_true",
+        help="print the backend command (with the final -o) and run nothing",
+    )
+    parser.add_argument(
+        "--no-lld-defaults",
+        action="store_true",
+        help="do not add -ffunction-sections -fdata-sections -faddrsig, which"
+        " LLD's in-process ThinLTO always uses (the PIC flag stays)",
+    )
+    parser.add_argument(
+        "command",
+        nargs="+",
+        metavar="CLANG [EXTRA FLAGS...]",
+        help="after --: the compiler, and flags that go after the translated ones",
+    )
+    return parser  # fmt: skip
+
+
+def parse_args(argv: list[str]) -> Options:
+    return parse(argv, _parse_fast, build_parser, Options)
+
+
+def backend_command(opts: Options) -> list[str]:
+    """CLANG -c -x ir INPUT -fthinlto-index=INDEX <translated flags> <extra flags>, no -o."""
+    link_flags = read_args_file(opts.args) if opts.args else []
+    backend = translate(link_flags, lld_defaults=not opts.no_lld_defaults, origin=opts.args or "")
+    if backend.split_dwarf and not opts.dwo:
+        raise BadInput(
+            f"{opts.args}: the link asks for split DWARF (-gsplit-dwarf or dwo_dir); pass --dwo"
+        )
+    clang, *extra = opts.command
+    if not opts.dwo and any(flag.startswith("-gsplit-dwarf") for flag in extra):
+        raise BadInput("-gsplit-dwarf in the extra flags needs --dwo (clang would name the .dwo"
+                       " after a temporary file)")  # fmt: skip
+    return [clang, "-c", "-x", "ir", opts.input, f"-fthinlto-index={opts.index}",
+            *backend.flags, *extra]  # fmt: skip
+
+
+def check_outputs(opts: Options) -> None:
+    """Refuse an output that names an input (or the other output): outputs are removed
+    before clang runs, so the input would be lost. Compared by resolved path, not by
+    inode: an earlier pass-through leaves `--out` a hard link of `--input`."""
+    inputs = [("--input", opts.input), ("--index", opts.index), ("--args", opts.args)]
+    outputs = [("--out", opts.out), ("--dwo", opts.dwo)]
+    seen = [(name, path, os.path.realpath(path)) for name, path in inputs if path]
+    for name, path in outputs:
+        if not path:
+            continue
+        real = os.path.realpath(path)
+        for other_name, other, other_real in seen:
+            if real == other_real:
+                raise BadInput(f"{path}: {name} names the same file as {other_name} {other!r}")
+        seen.append((name, path, real))
+
+
+def main(argv: list[str]) -> int:
+    opts = parse_args(argv)
+    check_outputs(opts)
+    bitcode = is_bitcode(read_head(opts.input, "module", 4))
+    if not bitcode:
+        if opts.print_command:
+            print(f"# {opts.input} is not LLVM bitcode: it is passed to {opts.out} unchanged")
+            return 0
+        pass_through(opts.input, opts.out, opts.dwo)
+        return 0
+    command = backend_command(opts)
+    if opts.print_command:
+        print(_quote_command(command + _output_flags(opts)))
+        return 0
+    check_primary(opts.input, opts.index)
+    stop_with_parent()
+    warnings = run_backend(command, module=opts.input, output=opts.out, dwo=opts.dwo)
+    if warnings:
+        sys.stderr.buffer.write(warnings)
+    return 0
+
+
+def _output_flags(opts: Options) -> list[str]:
+    flags = ["-o", opts.out]
+    if opts.dwo:
+        flags += split_dwarf_flags(opts.dwo, opts.dwo)
+    return flags
+
+
+def _quote_command(argv: list[str]) -> str:
+    import shlex
+
+    return " ".join(shlex.quote(arg) for arg in argv)

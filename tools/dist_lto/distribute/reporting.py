@@ -1,0 +1,103 @@
+"""What `dist-lto distribute` tells the user, and how each job ended.
+
+A job's `Outcome` is a `Status` (what the scheduler counts) plus the worker that ran it
+remotely; `Reporter` turns outcomes into stderr lines: a progress line on a terminal,
+one line per job with `--verbose`, the compilers' warnings always.
+"""
+
+import enum
+import sys
+import time
+
+from dist_lto.formats.jobfile import Job
+
+PROG = "dist-lto distribute"
+"""How every line the distributor writes begins."""
+
+
+class Status(enum.StrEnum):
+    """How a job's outputs came to be. (`enum` costs no start-up here: reading the job
+    file's JSON has loaded it.)"""
+
+    COMPILED = "compiled"
+    FORKED = "forked"
+    """Compiled by a compiler forked from the worker's fork server."""
+    CACHED = "cached"
+    """Restored from the local result cache."""
+    REMOTE_EXECUTED = "executed remotely"
+    REMOTE_CACHED = "remote cache"
+    """Found in the remote engine's action cache."""
+
+
+class Outcome:
+    """How one job ended: its status and, for a remote one, the worker that ran it."""
+
+    __slots__ = ("status", "worker")
+
+    def __init__(self, status: Status, worker: str = "") -> None:
+        self.status = status
+        self.worker = worker
+
+    def message(self) -> str:
+        """The words `--verbose` prints for the job."""
+        worker = self.worker or "an unnamed worker"
+        if self.status is Status.REMOTE_CACHED:
+            return f"from the remote action cache (ran on {worker})"
+        if self.status is Status.REMOTE_EXECUTED:
+            return f"executed remotely on {worker}"
+        if self.status is Status.FORKED:
+            return Status.COMPILED.value
+        return self.status.value
+
+
+class Reporter:
+    """What the user sees on stderr: a progress line on a terminal, `--verbose` job lines,
+    compiler warnings. Called with the distribution's lock held."""
+
+    def __init__(self, total: int, *, verbose: bool, tty: bool) -> None:
+        self.total = total
+        self.verbose = verbose
+        self.tty = tty
+        self.started = time.monotonic()
+        self.shown = False
+
+    def _write(self, text: str) -> None:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+
+    def _clear(self) -> None:
+        if self.shown:
+            self._write("\r\x1b[K")
+            self.shown = False
+
+    def note(self, text: str) -> None:
+        self._clear()
+        self._write(f"{PROG}: {text}\n")
+
+    def warnings(self, data: bytes) -> None:
+        self._clear()
+        sys.stderr.flush()
+        sys.stderr.buffer.write(data if data.endswith(b"\n") else data + b"\n")
+        sys.stderr.buffer.flush()
+
+    def progress(self, done: int, cached: int, running: int) -> None:
+        if self.tty:
+            elapsed = time.monotonic() - self.started
+            self._write(
+                f"\r\x1b[K{PROG}: {done}/{self.total} done, {cached} cached,"
+                f" {running} running, {elapsed:.1f} s"
+            )
+            self.shown = True
+
+    def finished(self, job: Job, outcome: Outcome, seconds: float, done: int) -> None:
+        if self.verbose:
+            forked = ", forked" if outcome.status is Status.FORKED else ""
+            self.note(
+                f"[{done}/{self.total}] {outcome.message()} {job.module} -> {job.output}"
+                f" ({seconds:.2f} s{forked})"
+            )
+
+    def end(self) -> None:
+        if self.shown:
+            self._write("\n")
+            self.shown = False

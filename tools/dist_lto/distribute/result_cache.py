@@ -1,0 +1,459 @@
+"""A result cache for backend jobs, shared by every link of a user and safe to race on.
+
+Key: SHA-256 over the compiler's identity (its resolved path, `--version`, the hash of
+its binary, and the size and time of the LLVM libraries it loads; with a wrapper, that of
+the programs it is given too), the job's arguments
+with every input and output path replaced by a placeholder (`<input:0>`,
+`<output:0>`), and the contents of every input. An individual index names modules by
+path, and LLD's DTLTO names archive members after its process id, so an index is
+hashed in parts (`llvm/bitcode.py`, `read_index_records`): its module paths mapped to the
+same placeholders, its summary with every value named by its GUID
+(`llvm/summary.py`), the rest as written. Value: the job's outputs, as files.
+
+Layout under the cache directory (version 2):
+
+    v2/entries/<2 hex>/<key>/<i>   output i of a job; the entry directory's mtime is
+                                   its last use
+    v2/entries/<2 hex>/<key>/sums  the size and SHA-256 of every output (JSON)
+    v2/tmp/                        entries being written or deleted
+    v2/compilers/<hash>.json       a compiler's identity, kept while its files' stats
+                                   stay the same (the distributor keeps these in the
+                                   per-user directory, whatever the cache directory)
+
+Entries are written in `tmp/` and renamed into place whole, sums included, so a reader
+sees a complete entry or none; an entry is deleted by renaming it into `tmp/` first, so
+two links pruning at once never delete half an entry, and a reader that loses the race
+sees a miss. A disk fault, a bad copy or another user of a shared cache can still change
+an entry's files in place, and a changed object can pass every structural check and
+link into a wrong program: so every restore hashes what it copies and compares it with
+the entry's sums, and an entry that differs (or lacks its sums) is evicted, recorded in
+`ResultCache.evicted` and treated as a miss. Every restored object is also checked like
+a compiled one (`backend.object_problem`).
+"""
+
+import errno
+import hashlib
+import json
+import os
+
+from dist_lto.backend import object_problem
+from dist_lto.errors import BadInput
+from dist_lto.formats.jobfile import Job, JobFile
+from dist_lto.formats.jsonio import loads
+from dist_lto.fsutil import remove_quietly, temp_path_for, write_atomic
+from dist_lto.llvm.bitcode import read_index_records
+from dist_lto.llvm.summary import canonical_summary
+from dist_lto.llvm.toolchain import which
+
+LAYOUT = "v2"
+"""v2: entries carry their outputs' sums (v1 entries had none and are never read)."""
+SUMS = "sums"
+KEY_SCHEME = b"dist-lto result cache 1\0"
+"""Changes whenever the key's composition changes, so old entries are never misread."""
+DEFAULT_MAX_SIZE = 2 << 30
+STALE_TEMP_SECONDS = 24 * 3600
+"""A temporary older than this was left by a killed link; pruning removes it."""
+
+_SIZE_SUFFIXES = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def default_cache_dir() -> str:
+    """`$XDG_CACHE_HOME/dist-lto`, else `~/.cache/dist-lto`."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "dist-lto")
+
+
+def parse_size(text: str) -> int:
+    """`1073741824`, `500M`, `2G`, `2GiB` (powers of 1024) -> bytes; ValueError otherwise."""
+    lowered = text.strip().lower().removesuffix("ib").removesuffix("b")
+    number, suffix = lowered, ""
+    if lowered and lowered[-1] in _SIZE_SUFFIXES:
+        number, suffix = lowered[:-1], lowered[-1]
+    if not number.isdigit() or not number.isascii():
+        raise ValueError(f"not a size: {text!r} (use bytes or a K, M, G, T suffix)")
+    return int(number) * _SIZE_SUFFIXES[suffix]
+
+
+# ---------------------------------------------------------------------------------
+# The key
+
+
+def _stat_id(path: str) -> list[object]:
+    st = os.stat(path)
+    return [path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
+
+
+def compiler_identity(compiler: str, cache_root: str) -> str:
+    """A hex digest that changes whenever `compiler` (or the LLVM libraries it loads) does.
+
+    Computing it reads the binary and runs `--version`; the result is remembered in the
+    cache with the stats of every file it covers, and recomputed when any of them
+    changes. BadInput if the compiler cannot be found or run.
+    """
+    found = which(compiler)
+    if found is None:
+        raise BadInput(f"{compiler}: compiler not found (common.args[0] of the job file)")
+    exe = os.path.realpath(found)
+    memo = os.path.join(
+        cache_root, LAYOUT, "compilers", hashlib.sha256(os.fsencode(exe)).hexdigest()[:32] + ".json"
+    )
+    try:
+        with open(memo, "rb") as f:
+            known = loads(f.read())
+        if all(_stat_id(str(entry[0])) == entry for entry in known["files"]):
+            return str(known["identity"])
+    except (OSError, ValueError, TypeError, KeyError, IndexError):
+        pass
+    with open(exe, "rb") as f:
+        binary = f.read()
+    libraries = _llvm_libraries(exe, binary)
+    files = [_stat_id(path) for path in (exe, *libraries)]
+    version = _version(exe)
+    digest = hashlib.sha256()
+    for part in (exe, version, hashlib.sha256(binary).hexdigest()):
+        digest.update(part.encode() + b"\0")
+    for path, size, mtime, *_ in files[1:]:
+        digest.update(f"{os.path.basename(str(path))}:{size}:{mtime}\0".encode())
+    identity = digest.hexdigest()
+    try:
+        os.makedirs(os.path.dirname(memo), exist_ok=True)
+        write_atomic(memo, json.dumps({"identity": identity, "files": files}).encode())
+    except OSError:
+        pass  # remembering is an optimisation
+    return identity
+
+
+def command_identity(args: list[str], cache_root: str) -> str:
+    """The identity of the programs that `args` (a job file's `common.args`) starts.
+
+    That is the compiler, `args[0]`, and, when it is a wrapper, the programs named
+    right after it up to the first option: LLD puts its
+    `--thinlto-remote-compiler-prepend-arg=` values there (`ccache /usr/bin/clang -c
+    ...`), and a compiler upgraded under an unchanged wrapper must change the key too.
+    """
+    parts = [compiler_identity(args[0], cache_root)]
+    for arg in args[1:]:
+        if arg.startswith("-"):
+            break
+        if which(arg) is not None:
+            parts.append(compiler_identity(arg, cache_root))
+    if len(parts) == 1:
+        return parts[0]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def _llvm_libraries(exe: str, binary: bytes) -> list[str]:
+    """The libraries in the toolchain's `lib/` that the binary names (clang's code lives
+    in libclang-cpp and libLLVM, not in the small `clang` executable)."""
+    libdir = os.path.join(os.path.dirname(os.path.dirname(exe)), "lib")
+    try:
+        names = sorted(os.listdir(libdir))
+    except OSError:
+        return []
+    return [
+        os.path.realpath(os.path.join(libdir, name))
+        for name in names
+        if ".so" in name and b"\0" + os.fsencode(name) + b"\0" in binary
+    ]
+
+
+def _version(exe: str) -> str:
+    import subprocess  # only when the identity is not remembered yet
+
+    try:
+        done = subprocess.run([exe, "--version"], capture_output=True, timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError) as err:
+        raise BadInput(f"{exe}: cannot run the compiler: {err}") from None
+    if done.returncode != 0:
+        raise BadInput(f"{exe}: `--version` exited with status {done.returncode}")
+    return done.stdout.decode(errors="replace")
+
+
+class KeyMaker:
+    """Cache keys for the jobs of one job file; each input's digest is computed once."""
+
+    def __init__(self, jobs: JobFile, compiler_id: str) -> None:
+        self.jobs = jobs
+        self.compiler_id = compiler_id
+        self._digests: dict[str, bytes] = {}
+
+    def key(self, job: Job) -> str | None:
+        """The job's key; None when an input cannot be read (clang will say why)."""
+        names: dict[str, str] = {}
+        for prefix, paths in (
+            ("output", job.outputs),
+            ("input", job.inputs),
+            ("common-input", self.jobs.inputs),
+        ):
+            for i, path in enumerate(paths):
+                names.setdefault(path, f"<{prefix}:{i}>")
+        h = hashlib.sha256(KEY_SCHEME)
+        h.update(self.compiler_id.encode() + b"\0")
+        args = self.jobs.args[1:] + job.args
+        h.update(b"%d\0" % len(args))
+        for arg in args:
+            h.update(_placeholder(arg, names).encode(errors="surrogateescape") + b"\0")
+        h.update(b"%d\0" % len(job.outputs))
+        try:
+            for i, path in enumerate(self.jobs.inputs):
+                h.update(b"c%d:" % i + self._digest(path))
+            for i, path in enumerate(job.inputs):
+                digest = self._index_digest(path, names) if i == 1 else self._digest(path)
+                h.update(b"j%d:" % i + digest)
+        except OSError:
+            return None
+        return h.hexdigest()
+
+    def _digest(self, path: str) -> bytes:
+        digest = self._digests.get(path)
+        if digest is None:
+            with open(path, "rb") as f:
+                digest = hashlib.file_digest(f, "sha256").digest()
+            self._digests[path] = digest
+        return digest
+
+    def _index_digest(self, path: str, names: dict[str, str]) -> bytes:
+        with open(path, "rb") as f:
+            data = f.read()
+        try:
+            index = read_index_records(data)
+        except ValueError:
+            return hashlib.sha256(b"raw\0" + data).digest()  # clang will reject it
+        modules = {}
+        for module_id, module_path, records in index.modules:
+            name = os.fsdecode(module_path)
+            modules[module_id] = f"{names.get(name, name)}\0{records}"
+        summary = canonical_summary(index.summary, modules) if index.summary is not None else None
+        h = hashlib.sha256(b"index\0")
+        if summary is None:  # as written: module ids and value numbering included
+            h.update(repr(sorted(modules.items())).encode(errors="surrogateescape"))
+            h.update(b"\0raw summary\0" + index.summary_bytes)
+        else:
+            h.update(repr(sorted(modules.values())).encode(errors="surrogateescape"))
+            h.update(b"\0summary\0" + summary)
+        h.update(b"\0other\0" + index.other)
+        return h.digest()
+
+
+def _placeholder(arg: str, names: dict[str, str]) -> str:
+    """`arg` with a path it is, or that follows an `=` in it, replaced by its placeholder."""
+    if arg in names:
+        return names[arg]
+    at = arg.find("=")
+    while at != -1:
+        name = names.get(arg[at + 1 :])
+        if name is not None:
+            return arg[: at + 1] + name
+        at = arg.find("=", at + 1)
+    return arg
+
+
+# ---------------------------------------------------------------------------------
+# The store
+
+
+class ResultCache:
+    """Job outputs by key under `root`, at most about `max_size` bytes after `prune`."""
+
+    def __init__(self, root: str, max_size: int = DEFAULT_MAX_SIZE) -> None:
+        self.root = root
+        self.max_size = max_size
+        self.entries = os.path.join(root, LAYOUT, "entries")
+        self.tmp = os.path.join(root, LAYOUT, "tmp")
+        self.evicted: list[tuple[str, str]] = []
+        """(entry, what was wrong) for every damaged entry `restore` deleted."""
+
+    def create(self) -> None:
+        """Make the directories; OSError if the cache cannot be used."""
+        os.makedirs(self.entries, exist_ok=True)
+        os.makedirs(self.tmp, exist_ok=True)
+
+    def entry(self, key: str) -> str:
+        return os.path.join(self.entries, key[:2], key)
+
+    def restore(self, key: str, outputs: list[str]) -> bool:
+        """Put the entry's files at `outputs` (each through a temporary and a rename).
+
+        False, with nothing written, when there is no complete entry, or when the entry is
+        damaged: its files differ from its sums, or its object fails the checks a compiled
+        one must pass. A damaged entry is deleted and added to `evicted`.
+        """
+        entry = self.entry(key)
+        temps: list[str] = []
+        try:
+            sums = _read_sums(entry)
+            problem = None
+            if sums is None:
+                problem = "its sums are missing or malformed"
+            elif len(sums) != len(outputs):
+                problem = f"it holds {len(sums)} outputs, the job has {len(outputs)}"
+            else:
+                for i, output in enumerate(outputs):
+                    tmp = temp_path_for(output)
+                    temps.append(tmp)
+                    if _copy(os.path.join(entry, str(i)), tmp) != sums[i]:
+                        problem = f"output {i} differs from its recorded size and SHA-256"
+                        break
+        except FileNotFoundError:
+            _remove_all(temps)
+            if os.path.isdir(entry):  # entries appear and go whole: this one lost a file
+                return self._evict(entry, "a file of it is missing")
+            return False  # no entry, or pruned while we read it
+        except BaseException:
+            _remove_all(temps)
+            raise
+        if problem is None:
+            found = object_problem(temps[0])
+            problem = None if found is None else f"its object {found}"
+        if problem is not None:
+            _remove_all(temps)
+            return self._evict(entry, problem)
+        done = 0
+        try:
+            for tmp, output in zip(temps, outputs, strict=True):
+                os.replace(tmp, output)
+                done += 1
+        except BaseException:
+            _remove_all(temps[done:])
+            _remove_all(outputs[:done])
+            raise
+        try:  # noqa: SIM105 (the entry may have been pruned meanwhile: harmless)
+            os.utime(entry)
+        except OSError:
+            pass
+        return True
+
+    def _evict(self, entry: str, problem: str) -> bool:
+        """Delete a damaged entry and remember why; False (a miss) for `restore`."""
+        if self._delete(entry):
+            self.evicted.append((entry, problem))  # list.append: safe across threads
+        return False
+
+    def store(self, key: str, outputs: list[str]) -> None:
+        """Copy `outputs` into a new entry with their sums; a link that stored the same
+        key first wins."""
+        entry = self.entry(key)
+        if os.path.isdir(entry):
+            return
+        staging = os.path.join(self.tmp, f"{key}.{os.getpid()}.{os.urandom(4).hex()}")
+        os.mkdir(staging)
+        try:
+            sums = [
+                _copy(output, os.path.join(staging, str(i))) for i, output in enumerate(outputs)
+            ]
+            with open(os.path.join(staging, SUMS), "wb") as f:
+                f.write(json.dumps([{"size": n, "sha256": h} for n, h in sums]).encode())
+            os.makedirs(os.path.dirname(entry), exist_ok=True)
+            try:
+                os.rename(staging, entry)
+            except OSError as err:
+                # The entry existed when we renamed: another link stored it first (it may
+                # be pruned again by now, which later links see as a miss).
+                if err.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise
+                _remove_tree(staging)
+        except BaseException:
+            _remove_tree(staging)
+            raise
+
+    def size(self) -> int:
+        return sum(size for _, size, _ in self._scan())
+
+    def prune(self) -> int:
+        """Delete least recently used entries until the cache fits `max_size`, and
+        temporaries that killed links left behind; returns how many entries went."""
+        import time
+
+        now = time.time()
+        for name in _listdir(self.tmp):
+            path = os.path.join(self.tmp, name)
+            try:
+                if now - os.lstat(path).st_mtime > STALE_TEMP_SECONDS:
+                    _remove_tree(path)
+            except OSError:
+                continue
+        entries = sorted(self._scan())
+        total = sum(size for _, size, _ in entries)
+        removed = 0
+        for _, size, path in entries:
+            if total <= self.max_size:
+                break
+            if self._delete(path):
+                removed += 1
+            total -= size  # deleted by us or by a link pruning at the same time
+        return removed
+
+    def _scan(self) -> list[tuple[int, int, str]]:
+        """(last use in ns, size, path) of every entry."""
+        found = []
+        for shard in _listdir(self.entries):
+            shard_path = os.path.join(self.entries, shard)
+            for key in _listdir(shard_path):
+                path = os.path.join(shard_path, key)
+                try:
+                    used = os.stat(path).st_mtime_ns
+                    size = sum(
+                        os.stat(os.path.join(path, f)).st_size
+                        for f in os.listdir(path)
+                        if f != SUMS  # outputs only: what the size limit is about
+                    )
+                except OSError:
+                    continue  # deleted meanwhile
+                found.append((used, size, path))
+        return found
+
+    def _delete(self, entry: str) -> bool:
+        """Remove an entry: rename it away first, so it vanishes whole. False if it was gone."""
+        doomed = os.path.join(self.tmp, f"dead.{os.getpid()}.{os.urandom(6).hex()}")
+        try:
+            os.rename(entry, doomed)
+        except OSError:
+            return False
+        _remove_tree(doomed)
+        return True
+
+
+def _copy(src: str, dst: str) -> tuple[int, str]:
+    """Copy `src` to `dst`; the size and SHA-256 of what was copied."""
+    h = hashlib.sha256()
+    size = 0
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
+        while chunk := fin.read(1 << 20):
+            h.update(chunk)
+            size += len(chunk)
+            fout.write(chunk)
+    return size, h.hexdigest()
+
+
+def _read_sums(entry: str) -> list[tuple[int, str]] | None:
+    """The entry's recorded (size, SHA-256) per output; None when malformed.
+    FileNotFoundError when the entry (or its sums) does not exist."""
+    with open(os.path.join(entry, SUMS), "rb") as f:
+        data = f.read()
+    try:
+        doc = loads(data)
+        return [(int(item["size"]), str(item["sha256"])) for item in doc]
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
+def _remove_all(paths: list[str]) -> None:
+    for path in paths:
+        remove_quietly(path)
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def _remove_tree(path: str) -> None:
+    """Remove an entry-shaped directory (flat files only)."""
+    for name in _listdir(path):
+        remove_quietly(os.path.join(path, name))
+    try:  # noqa: SIM105
+        os.rmdir(path)
+    except OSError:
+        pass

@@ -1,0 +1,213 @@
+"""LLD's index step: where stock LLD 22 writes its outputs, running it, reading them back.
+
+With `--thinlto-prefix-replace=;PREFIX` LLD writes the index of the input spelled
+`obj/a.o` to `PREFIX` + `obj/a.o.thinlto.bc` (plain concatenation) and its imports
+beside it, so a build system can declare those paths and nothing needs moving. The
+`--thinlto-index-only=` list names, one per line, the modules the link loaded, as
+`PREFIX` + spelling. Every one of these facts is pinned by a test on real LLD.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import posixpath
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from dist_lto.errors import BadInput, DistLtoError
+from dist_lto.formats.response_file import response_file
+from dist_lto.fsutil import write_atomic
+from dist_lto.llvm.bitcode import is_bitcode
+from dist_lto.llvm.spelling import climb, is_plain, norm
+
+LIST_NAME = "index.list"
+ARGS_NAME = "index.args"
+INDEX_SUFFIX = ".thinlto.bc"
+IMPORTS_SUFFIX = ".imports"
+GUARD = "_/"
+"""One level inserted below the index directory per `..` an input climbs above its start."""
+
+LINKER_PROGRAMS = re.compile(r"(ld|lld|ld\.lld|ld64\.lld|ld\.gold|ld\.bfd)(-[0-9.]+)?")
+"""Programs taking linker flags directly (`ld.lld-22` too); anything else is a compiler
+driver, given linker flags as `-Wl,`."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where LLD puts the index step's outputs for a given index directory and inputs."""
+
+    index_dir: str
+    prefix: str
+    """The `NEW` of `--thinlto-prefix-replace=;NEW`: the index dir plus guard levels."""
+
+    @classmethod
+    def for_inputs(cls, index_dir: str, modules: Iterable[str]) -> Layout:
+        depth = max((climb(m) for m in modules if not is_plain(m)), default=0)
+        return cls(index_dir, index_dir.rstrip("/") + "/" + GUARD * depth)
+
+    @property
+    def list_file(self) -> str:
+        return posixpath.join(self.index_dir, LIST_NAME)
+
+    @property
+    def args_file(self) -> str:
+        return posixpath.join(self.index_dir, ARGS_NAME)
+
+    def index_file(self, module: str) -> str:
+        return self.prefix + module + INDEX_SUFFIX
+
+    def imports_file(self, module: str) -> str:
+        return self.prefix + module + IMPORTS_SUFFIX
+
+    def flags(self, raw_linker: bool) -> list[str]:
+        flags = [
+            f"--thinlto-index-only={self.list_file}",
+            "--thinlto-emit-imports-files",
+            f"--thinlto-prefix-replace=;{self.prefix}",
+        ]
+        return flags if raw_linker else ["-Wl," + f for f in flags]
+
+
+def is_raw_linker(command: list[str]) -> bool:
+    return LINKER_PROGRAMS.fullmatch(os.path.basename(command[0])) is not None
+
+
+def is_bitcode_file(path: str) -> bool:
+    """Whether `path` starts with a bitcode magic; an unreadable file is bad input."""
+    try:
+        with open(path, "rb") as f:
+            return is_bitcode(f.read(4))
+    except OSError as err:
+        raise BadInput(f"{path}: cannot read object: {err.strerror}") from None
+
+
+def run(command: list[str], line: list[str], layout: Layout) -> None:
+    """Run the index step: `command @index.args` plus the index-only flags.
+
+    A failing command's status passes through with its stderr; its warnings are
+    forwarded on success.
+    """
+    os.makedirs(layout.index_dir, exist_ok=True)
+    write_atomic(layout.args_file, response_file(line))
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(layout.list_file)
+    argv = [*command, "@" + layout.args_file, *layout.flags(is_raw_linker(command))]
+    try:
+        proc = subprocess.run(argv, capture_output=True)
+    except OSError as err:
+        raise BadInput(f"cannot run the index command {command[0]!r}: {err.strerror}") from None
+    stderr = proc.stderr.decode(errors="replace")
+    if proc.returncode != 0:
+        status = 128 - proc.returncode if proc.returncode < 0 else proc.returncode
+        how = (
+            f"was killed by {signal.Signals(-proc.returncode).name}"
+            if proc.returncode < 0
+            else f"exited with status {proc.returncode}"
+        )
+        raise DistLtoError(f"index step failed: {command[0]} {how}", status=status, detail=stderr)
+    if stderr:
+        sys.stderr.write(stderr)
+
+
+def read_list(layout: Layout) -> list[str]:
+    """The list LLD wrote (entries as written: `PREFIX` + spelling per loaded module)."""
+    try:
+        data = read_bytes(layout.list_file)
+    except FileNotFoundError:
+        raise BadInput(
+            f"{layout.list_file}: index list missing"
+            f" (has the index step run into {layout.index_dir}?)"
+        ) from None
+    except OSError as err:
+        raise BadInput(f"{layout.list_file}: cannot read the index list: {err.strerror}") from None
+    return [x for x in data.decode(errors="surrogateescape").split("\n") if x]
+
+
+def read_bytes(path: str | bytes) -> bytes:
+    """Whole-file read with raw `os` calls: at 100,000 imports files, `open()` costs double."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        data = os.read(fd, 1 << 16)
+        if len(data) < 1 << 16:
+            return data
+        chunks = [data]
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_imports(path: str) -> list[str]:
+    """The modules an `.imports` file names, one per line (each line ends with a newline)."""
+    try:
+        data = read_bytes(path)
+    except FileNotFoundError:
+        raise BadInput(f"{path}: imports file missing") from None
+    except OSError as err:
+        raise BadInput(f"{path}: cannot read the imports file: {err.strerror}") from None
+    if not data:
+        return []
+    names = data.decode(errors="surrogateescape").split("\n")
+    if names[-1] == "":
+        names.pop()
+    return names if "" not in names else [x for x in names if x]
+
+
+class ImportsPrefetch:
+    """A forked process that reads the `.imports` files the index list names, and nothing else.
+
+    On a machine that drops clean pages early (this project's VMs keep files for
+    under a minute), reading 100,000 `.imports` files waits on the disk for each. The
+    planner's first second is single-threaded parsing and checking, so a second core
+    sits idle then: this process spends it bringing the files into the page cache. It
+    writes nothing and its errors do not matter (the planner reads the files again
+    and reports); `stop` ends it when the planner starts reading them itself.
+    """
+
+    def __init__(self, list_file: str) -> None:
+        self.pid = os.fork()
+        if self.pid == 0:  # the prefetcher: never returns
+            try:
+                for entry in read_bytes(list_file).split(b"\n"):
+                    if entry:
+                        with contextlib.suppress(OSError):
+                            read_bytes(entry + IMPORTS_SUFFIX.encode())
+            finally:
+                os._exit(0)
+
+    def stop(self) -> None:
+        if self.pid > 0:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, 0)
+            self.pid = 0
+
+
+class DirListing:
+    """Existence checks by listing each directory once, instead of one stat per file."""
+
+    def __init__(self) -> None:
+        self._dirs: dict[str, set[str]] = {}
+
+    def exists(self, path: str, plain: bool = False) -> bool:
+        """Whether `path` exists; `plain` says it is known to be normal already."""
+        if not plain:
+            path = norm(path)
+        head, _, tail = path.rpartition("/")
+        if not head and path.startswith("/"):
+            head = "/"
+        names = self._dirs.get(head)
+        if names is None:
+            try:
+                names = set(os.listdir(head or "."))
+            except (FileNotFoundError, NotADirectoryError):
+                names = set()
+            self._dirs[head] = names
+        return tail in names
