@@ -16,9 +16,12 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
-import workloads
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from support import workloads  # noqa: E402
 
 MAKE_FLAGS = [
     "NO_OPENSSL=1",

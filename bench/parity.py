@@ -40,7 +40,9 @@ from pathlib import Path
 
 import git_build
 import objcode
-import workloads
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from support import workloads  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 OPT = [sys.executable, "-S", "-E", str(REPO / "tools" / "dist_lto" / "__main__.py"), "opt"]
