@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from support import workloads  # noqa: E402
+from support import workloads
 
 MAKE_FLAGS = [
     "NO_OPENSSL=1",

@@ -42,7 +42,7 @@ import git_build
 import objcode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from support import workloads  # noqa: E402
+from support import workloads
 
 REPO = Path(__file__).resolve().parent.parent
 OPT = [sys.executable, "-S", "-E", str(REPO / "tools" / "dist_lto" / "__main__.py"), "opt"]

@@ -19,8 +19,8 @@ from conftest import REPO, Llvm
 from support import workloads
 
 sys.path.insert(0, str(REPO / "bench"))  # what is tested here is bench/parity.py's measure
-import objcode  # noqa: E402
-import parity  # noqa: E402
+import objcode
+import parity
 
 JOBS = len(os.sched_getaffinity(0))
 
