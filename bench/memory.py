@@ -39,9 +39,9 @@ from support import workloads
 LIMITS_MB = {"plan": 256, "prepare": 96}
 """The limits in docs/reliability.md, in MiB: the peak RSS of `plan` at 100k objects (workers
 included), and the peak anonymous memory of `prepare` on a 1 GiB archive. prepare maps
-the archive (docs: archive.py), so its RSS also counts the archive's pages in the page
-cache, up to the archive's size: file-backed and clean, the kernel drops them under
-pressure; they are shown, not limited."""
+the archive (tools/dist_lto/archive/reader.py), so its RSS also counts the archive's
+pages in the page cache, up to the archive's size: file-backed and clean, the kernel
+drops them under pressure; they are shown, not limited."""
 
 MIB = 1 << 20
 

@@ -397,7 +397,7 @@ def test_plan_killed_while_writing_plans_leaves_none_empty_and_reruns(
 ) -> None:
     """Object plans were created at their paths and then written: a kill in between (at
     scale, every kill during the writing) left an empty plan at a declared path."""
-    import plan as plan_bench  # bench/plan.py: a synthetic link in LLD's layout
+    from support import synthetic_link as plan_bench
 
     plan_bench.generate(tmp_path, 400)
     argv = ["plan", "--replay", "--jobs", jobs, "meta.json"]

@@ -11,8 +11,8 @@ import sys
 
 if not __package__:
     # Run as a file or directory: the parent of this directory holds the package. This
-    # directory itself must leave sys.path (where Python put it, unless -I), or our
-    # inspect.py would shadow the standard library's.
+    # directory itself must leave sys.path (where Python put it, unless -I), so that no
+    # module here is importable under a second, top-level name.
     _here = os.path.dirname(os.path.abspath(__file__))
     if sys.path and os.path.abspath(sys.path[0] or ".") == _here:
         sys.path[0] = os.path.dirname(_here)

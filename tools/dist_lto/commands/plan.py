@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import bisect
 import contextlib
-import errno
 import gc
 import os
 import posixpath
@@ -32,7 +31,7 @@ from dist_lto.formats.plans import (
     ObjectPlan,
 )
 from dist_lto.formats.response_file import response_file
-from dist_lto.fsutil import move, write_atomic, write_failure
+from dist_lto.fsutil import WholeWriter, move, write_atomic, write_direct, write_failure
 from dist_lto.llvm import index_step, linkline
 from dist_lto.llvm.index_step import DirListing, Layout
 from dist_lto.llvm.spelling import all_plain, is_plain, norm
@@ -460,16 +459,16 @@ class _Planner:
 
     def write_objects(self, objects: list[ObjectInput]) -> None:
         """Write the plans of `objects` (and empty index files for native ones). A plan
-        appears complete or not at all (`_WholeWriter`), so a planner killed at any point
+        appears complete or not at all (`fsutil.WholeWriter`), so a planner killed at any point
         leaves no empty or partial plan (an empty index file is complete as created). On
         failure what was written is removed."""
         dirs = _Dirs()
-        writer = _WholeWriter()
+        writer = WholeWriter()
         try:
             for o in objects:
                 if not self.object_modules[o.index].loaded:
                     dirs.ensure_parent(o.index_output)
-                    _write_direct(o.index_output, b"")
+                    write_direct(o.index_output, b"")
                 writer.write(o.plan_output, dumps(self.object_plan(o)))
         except BaseException:
             parts.remove_files(self.object_outputs(objects))
@@ -509,97 +508,6 @@ class _Dirs:
         if parent and parent not in self.done:
             os.makedirs(parent, exist_ok=True)
             self.done.add(parent)
-
-
-_CREATE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
-_TMPFILE = getattr(os, "O_TMPFILE", 0)
-_TMPFILE_UNSUPPORTED = {errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL}
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    written = os.write(fd, data)
-    if written < len(data):
-        view = memoryview(data)[written:]
-        while view:
-            view = view[os.write(fd, view) :]
-
-
-def _write_direct(path: str, data: bytes, dir_fd: int | None = None) -> None:
-    fd = os.open(path, _CREATE, 0o666, dir_fd=dir_fd)
-    try:
-        _write_all(fd, data)
-    finally:
-        os.close(fd)
-
-
-class _WholeWriter:
-    """Writes files that appear complete or not at all, with few system calls.
-
-    Each file is written as an unnamed file in its directory (`O_TMPFILE`) and linked
-    into place once complete: two directory operations fewer per file than writing a
-    temporary name and renaming it, which dominate a large link's planning
-    (docs/benchmarks.md). Where that is not possible (the file
-    exists already, no `O_TMPFILE` or `/proc`) it writes `.NAME.tmp-PID-RANDOM` and
-    renames. Names are relative to a descriptor of the current directory: plans come
-    grouped by directory, and one descriptor at a time bounds the ones held open.
-    """
-
-    def __init__(self) -> None:
-        self.suffix = f".tmp-{os.getpid()}-{os.urandom(4).hex()}"  # per process: workers fork
-        self.tmpfile = bool(_TMPFILE)
-        self.dir = ""
-        self.dir_fd = -1
-
-    def _enter(self, directory: str) -> int:
-        if directory != self.dir or self.dir_fd < 0:
-            self.close()
-            os.makedirs(directory, exist_ok=True)
-            self.dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            self.dir = directory
-        return self.dir_fd
-
-    def close(self) -> None:
-        if self.dir_fd >= 0:
-            os.close(self.dir_fd)
-            self.dir_fd = -1
-
-    def write(self, path: str, data: bytes) -> None:
-        head, _, name = path.rpartition("/")
-        dir_fd = self._enter(head or ".")
-        if self.tmpfile and self._link_unnamed(dir_fd, name, data):
-            return
-        tmp = f".{name}{self.suffix}"
-        try:
-            _write_direct(tmp, data, dir_fd)
-            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=dir_fd)
-            raise
-
-    def _link_unnamed(self, dir_fd: int, name: str, data: bytes) -> bool:
-        """Write `name` as an unnamed file linked into place; False: write it another way."""
-        try:
-            fd = os.open(".", _TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o666, dir_fd=dir_fd)
-        except OSError as err:
-            if err.errno not in _TMPFILE_UNSUPPORTED:
-                raise
-            self.tmpfile = False
-            return False
-        try:
-            _write_all(fd, data)
-            # dst_dir_fd makes this linkat(..., AT_SYMLINK_FOLLOW): the file, not the link.
-            os.link(f"/proc/self/fd/{fd}", name, dst_dir_fd=dir_fd)
-        except FileExistsError:
-            return False  # replaced by a rename, as linking cannot
-        except FileNotFoundError:
-            if os.path.isdir("/proc/self/fd"):
-                raise
-            self.tmpfile = False  # no /proc
-            return False
-        finally:
-            os.close(fd)
-        return True
 
 
 PARALLEL_MIN_OBJECTS = 8192
