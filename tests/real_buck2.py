@@ -78,7 +78,9 @@ def scratch_project(
     for name in names:
         src = REPO / name
         if src.is_dir():
-            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+            # Never another build's outputs: a buck-out holds links that may dangle.
+            ignore = shutil.ignore_patterns("__pycache__", "buck-out")
+            shutil.copytree(src, dest / name, ignore=ignore)
         else:
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(src, dest / name)
