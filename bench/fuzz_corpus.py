@@ -124,8 +124,10 @@ def _archives(work: Path, obj: Path) -> dict[str, bytes]:
     _run([LLVM_AR, "qcL", "slash.a", "sub-thin.a"], work)
     shutil.move(work / "slash.a", obj / "slash.a")
     _run([LLVM_AR, "rcs", "empty.a"], obj)
-    return {name: (obj / name).read_bytes() for name in
-            ("gnu.a", "bsd.a", "darwin.a", "dup.a", "slash.a", "empty.a")}
+    return {
+        name: (obj / name).read_bytes()
+        for name in ("gnu.a", "bsd.a", "darwin.a", "dup.a", "slash.a", "empty.a")
+    }
 
 
 def _planned_link(work: Path, obj: Path) -> tuple[dict[str, bytes], dict[str, object]]:
@@ -139,19 +141,39 @@ def _planned_link(work: Path, obj: Path) -> tuple[dict[str, bytes], dict[str, ob
     shutil.copy(obj / "scale.o", link / "in" / "thin" / "obj" / "scale.o")
     _run([LLVM_AR, "rcT", "libthin.a", "obj/scale.o"], link / "in" / "thin")
     for name, archive in (("libm", "in/libm.a"), ("thin", "in/thin/libthin.a")):
-        _dist_lto(["prepare", "--archive", archive, "--objects-out", f"in/prep/{name}/objects",
-                   "--manifest-out", f"in/prep/{name}/manifest.json"], link)
+        _dist_lto(
+            [
+                "prepare",
+                "--archive",
+                archive,
+                "--objects-out",
+                f"in/prep/{name}/objects",
+                "--manifest-out",
+                f"in/prep/{name}/manifest.json",
+            ],
+            link,
+        )
     objects = [
-        {"kind": "object", "index": i, "path": f"in/obj/{name}",
-         "index_output": f"out/index/in/obj/{name}.thinlto.bc",
-         "plan_output": f"out/plans/{i}.json", "opt_output": f"out/opt/{i}.o"}
+        {
+            "kind": "object",
+            "index": i,
+            "path": f"in/obj/{name}",
+            "index_output": f"out/index/in/obj/{name}.thinlto.bc",
+            "plan_output": f"out/plans/{i}.json",
+            "opt_output": f"out/opt/{i}.o",
+        }
         for i, name in enumerate(("main.o", "native.o"))
     ]
     objects[1]["index_output"] = "out/native-index/native.o.thinlto.bc"  # not LLD's layout
     archives = [
-        {"kind": "archive", "index": i, "manifest": f"in/prep/{name}/manifest.json",
-         "plan_output": f"out/archive-plans/{i}.json", "index_dir": index_dir,
-         "opt_objects_dir": f"out/archive-opt/{i}"}
+        {
+            "kind": "archive",
+            "index": i,
+            "manifest": f"in/prep/{name}/manifest.json",
+            "plan_output": f"out/archive-plans/{i}.json",
+            "index_dir": index_dir,
+            "opt_objects_dir": f"out/archive-opt/{i}",
+        }
         for i, (name, index_dir) in enumerate(
             (("libm", "out/index/in/prep/libm"), ("thin", "out/archive-index/1"))
         )
@@ -164,15 +186,26 @@ def _planned_link(work: Path, obj: Path) -> tuple[dict[str, bytes], dict[str, ob
         "groups": [
             {"pre_flags": [], "post_flags": [], "linkables": objects},
             {"pre_flags": [], "post_flags": [], "linkables": archives[:1]},
-            {"pre_flags": ["-Wl,--whole-archive"], "post_flags": ["-Wl,--no-whole-archive"],
-             "linkables": archives[1:]},
+            {
+                "pre_flags": ["-Wl,--whole-archive"],
+                "post_flags": ["-Wl,--no-whole-archive"],
+                "linkables": archives[1:],
+            },
             {"linkables": [{"kind": "args", "args": ["-lm"]}]},
         ],
     }
     (link / "meta.json").write_bytes(orjson.dumps(meta, option=orjson.OPT_INDENT_2))
     _dist_lto(["plan", "meta.json", "--", CLANG, *LINK_FLAGS, "-o", "out/app"], link)
-    tree = _tree(link, skip=("out/plans", "out/archive-plans", "out/link-plan.json",
-                             "out/final-link.args", "out/native-index"))
+    tree = _tree(
+        link,
+        skip=(
+            "out/plans",
+            "out/archive-plans",
+            "out/link-plan.json",
+            "out/final-link.args",
+            "out/native-index",
+        ),
+    )
     return tree, meta
 
 

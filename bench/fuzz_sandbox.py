@@ -83,14 +83,18 @@ def snapshot(root: str) -> dict[str, Entry]:
                 found[os.path.relpath(path, root)] = ("?", 0, 0, 0)
                 continue
             kind = (
-                "l" if os.path.islink(path)
-                else "d" if os.path.isdir(path)
-                else "f" if os.path.isfile(path)
+                "l"
+                if os.path.islink(path)
+                else "d"
+                if os.path.isdir(path)
+                else "f"
+                if os.path.isfile(path)
                 else "o"
             )
             # A directory's mtime changes whenever an entry is added: compare its kind only.
-            entry = (kind, 0, 0, 0) if kind == "d" else (kind, st.st_size, st.st_mtime_ns,
-                                                         st.st_ino)
+            entry = (
+                (kind, 0, 0, 0) if kind == "d" else (kind, st.st_size, st.st_mtime_ns, st.st_ino)
+            )
             found[os.path.relpath(path, root)] = entry
     return found
 
@@ -155,8 +159,12 @@ def _wait(pid: int, timeout: float) -> tuple[int, bool]:
 
 
 def run_in_process(
-    call: Callable[[list[str]], int], argv: list[str], cwd: str, env: dict[str, str],
-    log: str, timeout: float,
+    call: Callable[[list[str]], int],
+    argv: list[str],
+    cwd: str,
+    env: dict[str, str],
+    log: str,
+    timeout: float,
 ) -> Outcome:
     """Run `call(argv)` in a forked child in `cwd` with `env`, output to file `log`."""
     sys.stdout.flush()
@@ -200,8 +208,13 @@ def run_in_process(
 def run_subprocess(argv: list[str], cwd: str, env: dict[str, str], timeout: float) -> Outcome:
     """Run `argv` as a real process in its own session, killed whole after `timeout`."""
     proc = subprocess.Popen(
-        argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, start_new_session=True,
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     try:
         out, _ = proc.communicate(timeout=timeout)
@@ -211,5 +224,6 @@ def run_subprocess(argv: list[str], cwd: str, env: dict[str, str], timeout: floa
         out, _ = proc.communicate()
         hung = True
     code = proc.returncode
-    return Outcome(-1 if hung else (128 - code if code < 0 else code),
-                   out.decode(errors="replace"), hung)
+    return Outcome(
+        -1 if hung else (128 - code if code < 0 else code), out.decode(errors="replace"), hung
+    )

@@ -51,8 +51,15 @@ def rust_staticlib(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def prepare(archive: Path, objects: Path, manifest: Path, cwd: Path | None = None) -> dict:
     result = run_cli(
-        ["prepare", "--archive", str(archive), "--objects-out", str(objects),
-         "--manifest-out", str(manifest)],
+        [
+            "prepare",
+            "--archive",
+            str(archive),
+            "--objects-out",
+            str(objects),
+            "--manifest-out",
+            str(manifest),
+        ],
         cwd=cwd,
     )
     assert result.returncode == 0, result.stderr
@@ -159,7 +166,11 @@ def test_duplicate_names_never_collide_with_a_real_member_named_like_a_renamed_o
     *after* the duplicate, so names can only be given out once all are known.
     """
     layout = [
-        ("d1", "foo.o"), ("d2", "foo.o"), ("d3", "foo_1.o"), ("d4", "foo~2.o"), ("d5", "foo.o")
+        ("d1", "foo.o"),
+        ("d2", "foo.o"),
+        ("d3", "foo_1.o"),
+        ("d4", "foo~2.o"),
+        ("d5", "foo.o"),
     ]
     paths = []
     for i, (directory, name) in enumerate(layout):
@@ -258,8 +269,10 @@ def test_thin_archive_with_a_missing_member_is_bad_input(
     subprocess.run([llvm.ar, "rcT", "t.a", "alpha.o", "gamma.o"], cwd=tmp_path, check=True)
     (tmp_path / "gamma.o").unlink()
 
-    result = run_cli(["prepare", "--archive", "t.a", "--objects-out", "objects",
-                      "--manifest-out", "m.json"], cwd=tmp_path)
+    result = run_cli(
+        ["prepare", "--archive", "t.a", "--objects-out", "objects", "--manifest-out", "m.json"],
+        cwd=tmp_path,
+    )
 
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1
@@ -317,8 +330,12 @@ def test_manifest_is_byte_identical_from_any_working_directory(
     (tmp_path / "two/deeper").mkdir(parents=True)
 
     prepare(Path("../lib.a"), Path("out/objects"), Path("out/m.json"), cwd=tmp_path / "one")
-    prepare(Path("../../lib.a"), Path("../../one/again/objects"), Path("../../one/again/m.json"),
-            cwd=tmp_path / "two/deeper")
+    prepare(
+        Path("../../lib.a"),
+        Path("../../one/again/objects"),
+        Path("../../one/again/m.json"),
+        cwd=tmp_path / "two/deeper",
+    )
     prepare(tmp_path / "lib.a", tmp_path / "abs/objects", tmp_path / "abs/m.json", cwd=tmp_path)
 
     first = (tmp_path / "one/out/m.json").read_bytes()
@@ -345,8 +362,10 @@ def test_non_empty_objects_directory_is_bad_input(
     (tmp_path / "objects").mkdir()
     (tmp_path / "objects/stale.o").write_bytes(b"old")
 
-    result = run_cli(["prepare", "--archive", "lib.a", "--objects-out", "objects",
-                      "--manifest-out", "m.json"], cwd=tmp_path)
+    result = run_cli(
+        ["prepare", "--archive", "lib.a", "--objects-out", "objects", "--manifest-out", "m.json"],
+        cwd=tmp_path,
+    )
 
     assert result.returncode == 2
     assert result.stderr == "dist-lto prepare: error: objects: objects directory is not empty\n"
@@ -360,8 +379,18 @@ def test_manifest_inside_the_objects_directory_is_bad_input(
     shutil.copy(small_objects["alpha.o"], tmp_path / "alpha.o")
     subprocess.run([llvm.ar, "rc", "lib.a", "alpha.o"], cwd=tmp_path, check=True)
 
-    result = run_cli(["prepare", "--archive", "lib.a", "--objects-out", "objects",
-                      "--manifest-out", "objects/m.json"], cwd=tmp_path)
+    result = run_cli(
+        [
+            "prepare",
+            "--archive",
+            "lib.a",
+            "--objects-out",
+            "objects",
+            "--manifest-out",
+            "objects/m.json",
+        ],
+        cwd=tmp_path,
+    )
 
     assert result.returncode == 2
     assert "must not be inside the objects directory" in result.stderr
