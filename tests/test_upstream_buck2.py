@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -32,15 +33,31 @@ PROGRAMS = {
         "shapes 2 2\ncircle 2 12.566\nsquare 2 4.000\nerror: stod\n"
         "error: not a size: -1\nwords 3\n",
     ),
+    "//rust:linestats_report": (["x\nyy\nx\nzzz z\n"], "lines 3 longest 5\nwords 5\n"),
 }
 """Program -> (arguments, expected output): the distributed build and its in-process
 twin (`NAME-inprocess`) must both print exactly this."""
 
 
+def scratch_copy(dest: Path, local_config: str = "") -> Path:
+    """`examples/upstream` copied to `dest` with the `dist_lto` cell vendored into it,
+    so a test may write its `.buckconfig.local` and leaves nothing in the repository."""
+    shutil.copytree(
+        PROJECT,
+        dest,
+        ignore=shutil.ignore_patterns(
+            "buck-out", "third-party", ".buckconfig.local", "__pycache__"
+        ),
+    )
+    vendor.vendor(dest / "third-party" / "dist-lto")
+    if local_config:
+        (dest / ".buckconfig.local").write_text(local_config)
+    return dest
+
+
 @pytest.fixture(scope="module")
-def buck2() -> Iterator[Buck2]:
-    vendor.vendor()
-    session = Buck2(project=PROJECT)
+def buck2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Buck2]:
+    session = Buck2(project=scratch_copy(tmp_path_factory.mktemp("upstream") / "project"))
     try:
         yield session
     finally:
@@ -95,6 +112,13 @@ def test_loaded_modules_get_opt_actions_and_never_loaded_members_do_not(
     assert _ran(ran, "//cpp:shapes_report", archive_opt) == {
         "m/circle.cpp.o", "m/registry.cpp.o", "m/square.cpp.o", "m/words.c.o"
     }  # fmt: skip
+    # The Rust staticlib: the crate's own members are bitcode and optimised; the standard
+    # library's are native and copied.
+    rust_opt = _ran(ran, "//rust:linestats_report", archive_opt) - {"m/words.c.o"}
+    assert rust_opt and all(m.startswith("m/linestats-") for m in rust_opt), rust_opt
+    rust_copied = _ran(ran, "//rust:linestats_report", "thin_lto_opt_copy_executable")
+    assert [m for m in rust_copied if m.startswith("m/std-")]
+    assert not [m for m in rust_copied if m.startswith("m/linestats-")]
     for program in PROGRAMS:
         assert _ran(ran, program, "thin_lto_index_executable") == {""}
         assert _ran(ran, program, "thin_lto_link_executable") == {""}
@@ -159,7 +183,7 @@ def test_failing_backends_fail_their_buck2_action_naming_the_module(
     fake.write_text(FAKE_CLANG.format(real=f"{llvm}/clang++"))
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     failing = Buck2(
-        project=PROJECT,
+        project=buck2.project,
         config={**buck2.config, "llvm.bin": str(bin_dir)},
         isolation_dir=buck2.isolation_dir,
         binary=buck2.binary,
@@ -183,33 +207,35 @@ def test_failing_backends_fail_their_buck2_action_naming_the_module(
 def remote_buck2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Buck2]:
     """Buck2 pointed at a BuildBarn engine of its own. Buck2 reads the RE client's
     settings when its daemon starts, from the project's configuration files (not from
-    `-c`), so they go to `.buckconfig.local` for the duration."""
+    `-c`), so they go to the scratch copy's `.buckconfig.local`."""
     try:
         engine = buildbarn.start(tmp_path_factory.mktemp("buildbarn-upstream"), workers=2)
     except buildbarn.EngineError as err:
         pytest.fail(f"the BuildBarn engine did not start (run `bash .ci/setup`): {err}")
-    local = PROJECT / ".buckconfig.local"
     settings = (PROJECT / "remote.buckconfig").read_text()
-    local.write_text(settings.replace("grpc://127.0.0.1:8980", engine.address))
-    vendor.vendor()
-    session = Buck2(project=PROJECT)
+    project = scratch_copy(
+        tmp_path_factory.mktemp("upstream-remote") / "project",
+        settings.replace("grpc://127.0.0.1:8980", engine.address),
+    )
+    session = Buck2(project=project)
     try:
         yield session
     finally:
         session.kill()
-        local.unlink()
         engine.stop()
 
 
-def test_opt_actions_run_on_the_remote_engine_and_the_program_is_unchanged(
+def test_opt_actions_run_on_the_remote_engine_and_the_programs_are_unchanged(
     remote_buck2: Buck2,
 ) -> None:
-    outputs = remote_buck2.outputs("//c:wordstats", "//c:wordstats-inprocess")
-    args, expected = PROGRAMS["//c:wordstats"]
-    for path in outputs.values():
+    targets = [t for p in PROGRAMS for t in (p, p + "-inprocess")]
+    outputs = remote_buck2.outputs(*targets)
+    for label, path in outputs.items():
+        args, expected = PROGRAMS[label.removeprefix("root").removesuffix("-inprocess")]
         assert run(path, args) == expected
-    ran = [r for r in remote_buck2.what_ran() if r.target == "root//c:wordstats"]
-    where = {(r.category, r.identifier): r.executor for r in ran}
+    ran = remote_buck2.what_ran()
+    wordstats = [r for r in ran if r.target == "root//c:wordstats"]
+    where = {(r.category, r.identifier): r.executor for r in wordstats}
     opt = {k: v for k, v in where.items() if k[0].startswith("thin_lto_opt_")}
     assert set(opt) >= {
         ("thin_lto_opt_archive_executable", "m/words.c.o"),
@@ -220,14 +246,30 @@ def test_opt_actions_run_on_the_remote_engine_and_the_program_is_unchanged(
     # Upstream marks these two local_only.
     assert where[("thin_lto_index_executable", "")] == "Local"
     assert where[("thin_lto_link_executable", "")] == "Local"
+    # The C++ library, thin locally, is a regular archive here (remote.buckconfig), and
+    # its members are optimised remotely.
+    shapes = [r for r in ran if r.target == "root//cpp:shapes_report"]
+    shapes_opt = {
+        r.identifier: r.executor for r in shapes if r.category == "thin_lto_opt_archive_executable"
+    }
+    assert {"m/circle.cpp.o", "m/registry.cpp.o", "m/square.cpp.o"} <= set(shapes_opt)
+    assert set(shapes_opt.values()) == {"Re"}
 
 
 def test_remote_prepare_of_a_thin_archive_fails_naming_the_missing_member(
     remote_buck2: Buck2,
 ) -> None:
-    """Upstream gives the prepare action a thin archive without its members, so a
-    remote worker has none of them (docs/upstream-buck2.md): one line naming one."""
-    proc = remote_buck2.build("//cpp:shapes_report", check=False)
+    """With thin archives forced under remote execution, upstream gives the prepare
+    action the archive without its members, so a remote worker has none of them
+    (docs/upstream-buck2.md): one line naming one."""
+    proc = remote_buck2(
+        "build",
+        "--console=simple",
+        "-c",
+        "dist_lto.remote_execution=false",
+        "//cpp:shapes_report",
+        check=False,
+    )
     assert proc.returncode != 0
     assert "thin_lto_prepare_executable libshapes.a" in proc.stderr
     assert re.search(
