@@ -403,16 +403,20 @@ def _job_slots(settings: Settings, reporter: Reporter) -> "JobSlots | None":
     return JobSlots(server)
 
 
-def run_jobs(files: JobFile, settings: Settings, reporter: Reporter) -> Distribution:
+def run_jobs(
+    files: JobFile, settings: Settings, reporter: Reporter, trace: "Trace | None" = None
+) -> Distribution:
     """Run every job of `files` with the cache, fork servers, jobserver and trace the
-    settings ask for; the first failure is raised (after the summary line)."""
-    trace = None
-    if settings.trace is not None:
+    settings ask for; the first failure is raised (after the summary line). A `trace`
+    given is filled and left to the caller to write; otherwise --trace is written here."""
+    own_trace = trace is None
+    if trace is None and settings.trace is not None:
         from dist_lto.distribute.trace import Trace
 
         trace = Trace(settings.trace, f"{reporter.prog} {files.linker_output}")
     if not files.jobs:
-        _write_trace(trace, reporter)
+        if own_trace:
+            write_trace(trace, reporter)
         return Distribution(files, 1, reporter)
     cache, keys = _open_cache(files, settings, reporter)
     remote = None
@@ -460,7 +464,8 @@ def run_jobs(files: JobFile, settings: Settings, reporter: Reporter) -> Distribu
             backend.remove_private_dir(private_tmp)
         if cache is not None:
             cache.record_use(distribution.cached, distribution.misses, distribution.stored)
-        _write_trace(trace, reporter)
+        if own_trace:
+            write_trace(trace, reporter)
         _summarise(files, distribution, reporter, failure)
     if cache is not None and distribution.stored:
         try:
@@ -495,7 +500,7 @@ def _summarise(
             failure.detail += line + "\n"
 
 
-def _write_trace(trace: "Trace | None", reporter: Reporter) -> None:
+def write_trace(trace: "Trace | None", reporter: Reporter) -> None:
     if trace is None:
         return
     try:

@@ -289,7 +289,7 @@ class ResultCache:
         entry = self.entry(key)
         temps: list[str] = []
         try:
-            sums = _read_sums(entry)
+            sums = read_sums(entry)
             problem = None
             if sums is None:
                 problem = "its sums are missing or malformed"
@@ -537,7 +537,7 @@ def _copy(src: str, dst: str) -> tuple[int, str]:
     return size, h.hexdigest()
 
 
-def _read_sums(entry: str) -> list[tuple[int, str]] | None:
+def read_sums(entry: str) -> list[tuple[int, str]] | None:
     """The entry's recorded (size, SHA-256) per output; None when malformed.
     FileNotFoundError when the entry (or its sums) does not exist."""
     with open(os.path.join(entry, SUMS), "rb") as f:
