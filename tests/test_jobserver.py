@@ -31,11 +31,11 @@ def counting_compiler(directory: Path, real: str) -> tuple[Path, Path]:
     script.write_text(
         "#!/bin/sh\n"
         f"echo + >> '{log}'\n"
-        # Stopped by the distributor: sh runs the trap once its running child has ended.
+        # Stopped by the distributor: sh runs the trap at once in `wait`, else when clang ends.
         f"trap \"echo - >> '{log}'; exit 143\" TERM\n"
         'case "$*" in *"$FAIL_MODULE"*) if [ -n "$FAIL_MODULE" ]; then echo "-" >> '
         f"'{log}'; exit 7; fi;; esac\n"
-        f"sleep ${{COMPILER_SLEEP:-0.2}}\n"
+        f"sleep ${{COMPILER_SLEEP:-0.2}} >/dev/null 2>&1 & wait $!\n"  # a trap ends `wait`
         f'{real} "$@"; status=$?\n'
         f"echo - >> '{log}'\n"
         "exit $status\n"
