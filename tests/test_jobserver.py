@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import DtltoLink, Llvm
-from dist_lto.distribute.jobserver import auth_from_makeflags
+from dist_lto.distribute.jobserver import IMPLICIT, JobServer, JobSlots, auth_from_makeflags
 from test_distribute_failures import captured
 
 LINKS = 3
@@ -223,3 +223,32 @@ def test_descriptors_that_are_not_open_leave_the_link_to_its_own_jobs(
 )  # fmt: skip
 def test_makeflags_name_the_jobserver_make_last_wrote(makeflags: str, auth: str | None) -> None:
     assert auth_from_makeflags(makeflags) == auth
+
+
+def test_slots_are_the_implicit_one_then_tokens_and_close_returns_what_is_held() -> None:
+    read_fd, write_fd = os.pipe2(os.O_NONBLOCK)
+    os.write(write_fd, b"ab")
+    slots = JobSlots(JobServer(read_fd, write_fd, "test"))
+    assert slots.acquire(lambda: False) == IMPLICIT
+    first, second = slots.acquire(lambda: False), slots.acquire(lambda: False)
+    assert {first, second} == {ord("a"), ord("b")}
+    slots.release(first)
+    slots.release(IMPLICIT)
+    assert slots.acquire(lambda: False) == IMPLICIT
+    keeper = os.dup(read_fd)
+    slots.close()  # returns `second`, still held, and closes the descriptors
+    assert sorted(os.read(keeper, 8)) == sorted([first, second])
+    os.close(keeper)
+
+
+def test_a_jobserver_whose_make_has_gone_leaves_the_implicit_slot() -> None:
+    read_fd, write_fd = os.pipe2(os.O_NONBLOCK)
+    os.close(write_fd)
+    spare_read, spare_write = os.pipe()
+    slots = JobSlots(JobServer(read_fd, spare_write, "test"))
+    assert slots.acquire(lambda: False) == IMPLICIT
+    asked = []
+    assert slots.acquire(lambda: asked.append(1) or len(asked) > 3) is None
+    assert slots.server.gone
+    slots.close()
+    os.close(spare_read)

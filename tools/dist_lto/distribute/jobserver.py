@@ -22,6 +22,7 @@ import os
 import select
 import stat
 import threading
+import time
 
 from dist_lto import TYPE_CHECKING
 
@@ -45,6 +46,9 @@ class JobServer:
         self.fd = fd
         self.write_fd = write_fd
         self.description = description
+        self.gone = False
+        """The pipe has no writer left (make has gone): no token will come, and a poll
+        would return at once, so waiting sleeps instead."""
 
     def take(self) -> int | None:
         """A token's byte, or None when none is free right now."""
@@ -52,9 +56,15 @@ class JobServer:
             data = os.read(self.fd, 1)
         except (BlockingIOError, InterruptedError):
             return None
-        return data[0] if data else None
+        if not data:
+            self.gone = True
+            return None
+        return data[0]
 
     def wait(self, milliseconds: int) -> None:
+        if self.gone:
+            time.sleep(milliseconds / 1000)
+            return
         poller = select.poll()
         poller.register(self.fd, select.POLLIN)
         try:  # noqa: SIM105 (contextlib: an import the distributor does not pay)
@@ -143,8 +153,6 @@ class JobSlots:
         self.lock = threading.Lock()
         self.implicit_free = True
         self.held: list[int] = []
-        self.most = 0
-        """The most slots held at once (reported with --verbose)."""
 
     def acquire(self, over: "Callable[[], bool]") -> int | None:
         """A slot (`IMPLICIT` or a token's byte), waiting until one is free; None once
@@ -153,7 +161,6 @@ class JobSlots:
             with self.lock:
                 if self.implicit_free:
                     self.implicit_free = False
-                    self._count()
                     return IMPLICIT
             if over():
                 return None
@@ -161,13 +168,8 @@ class JobSlots:
             if token is not None:
                 with self.lock:
                     self.held.append(token)
-                    self._count()
                 return token
             self.server.wait(POLL_MS)
-
-    def _count(self) -> None:
-        used = len(self.held) + (not self.implicit_free)
-        self.most = max(self.most, used)
 
     def release(self, slot: int) -> None:
         if slot == IMPLICIT:
