@@ -163,3 +163,24 @@ def test_a_long_usage_log_is_summed_into_one_line_by_prune(tmp_path: Path) -> No
         2 * links,
         3 * links,
     )
+
+
+def test_the_cache_directory_may_come_before_the_action(
+    tmp_path: Path, llvm: Llvm, dist_lto_cmd: list[str]
+) -> None:
+    cache = linked_twice(tmp_path, llvm, dist_lto_cmd)
+    done = run_cli(["cache", f"--cache-dir={cache}", "list"])
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.splitlines()) == 3
+
+
+def test_a_reader_that_stops_early_is_not_an_error(
+    tmp_path: Path, llvm: Llvm, dist_lto_cmd: list[str]
+) -> None:
+    cache = linked_twice(tmp_path, llvm, dist_lto_cmd)
+    listing = subprocess.Popen([*dist_lto_cmd, "cache", "list", f"--cache-dir={cache}"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    assert listing.stdout is not None
+    listing.stdout.close()  # as `| head -0` would
+    _, stderr = listing.communicate(timeout=60)
+    assert (listing.returncode, stderr) == (0, b"")

@@ -58,18 +58,17 @@ def _when(seconds: float) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    where = "the cache (default: $XDG_CACHE_HOME/dist-lto, else ~/.cache/dist-lto)"
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--cache-dir",
-        metavar="DIR",
-        help="the cache (default: $XDG_CACHE_HOME/dist-lto, else ~/.cache/dist-lto)",
-    )
+    # Before or after ACTION; SUPPRESS keeps an action's default from hiding the first.
+    common.add_argument("--cache-dir", metavar="DIR", default=argparse.SUPPRESS, help=where)
     parser = argparse.ArgumentParser(
         prog=PROG,
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--cache-dir", metavar="DIR", help=where)
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     stats = actions.add_parser(
         "stats", parents=[common], help="entries, size, and the hits and misses of links"
@@ -99,6 +98,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
+    try:
+        status = _main(argv)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `dist-lto cache list | head`: the reader has seen enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    return status
+
+
+def _main(argv: list[str]) -> int:
     opts = build_parser().parse_args(argv)
     cache = ResultCache(opts.cache_dir or default_cache_dir())
     if opts.action == "stats":

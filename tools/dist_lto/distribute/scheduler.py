@@ -1,7 +1,9 @@
 """Running one job file's jobs: worker threads, biggest module first, first failure stops all.
 
-Each worker takes the next job, asks the result cache, runs the job here (through its
-fork server when it has one) or on the remote engine, and stores the result. The first
+Each worker takes a slot of the build's jobserver when there is one (`jobserver.py`),
+then the next job, asks the result cache, runs the job here (through its fork server
+when it has one) or on the remote engine, and stores the result; with `--trace`, each
+job and its steps become slices of that worker's thread (`trace.py`). The first
 failure stops the rest: no new job starts and running compilers get the signal.
 """
 
