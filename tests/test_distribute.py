@@ -268,7 +268,7 @@ def test_eight_links_sharing_one_cache_with_a_pruner_running_all_work(
         except Exception as err:  # a thread's exception must fail the test
             problems.append(f"pruner: {type(err).__name__}: {err}")
 
-    flags = distributor_flags(dist_lto, f"--cache-dir={cache}", "--jobs=2")
+    flags = distributor_flags(dist_lto, f"--cache-dir={cache}", "--jobs=2", "--quiet")
     thread = threading.Thread(target=pruner)
     thread.start()
     try:
