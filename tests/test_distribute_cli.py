@@ -21,6 +21,7 @@ def test_help_documents_every_option() -> None:
     result = run_cli(["distribute", "--help"])
     assert result.returncode == 0
     for text in ("--jobs", "--cache-dir", "--no-cache", "--cache-max-size", "--verbose",
+                 "--quiet", "--trace FILE", "jobserver", "summary line",
                  "JOB_FILE", "-fthinlto-distributor=$(command -v dist-lto)",
                  "-Xthinlto-distributor=distribute", "XDG_CACHE_HOME", "128+N",
                  "docs/distribute.md"):  # fmt: skip
@@ -53,8 +54,10 @@ def test_a_bad_command_line_is_a_usage_error(argv: list[str], message: str, tmp_
 
 VALUES = st.text("abc0123./-=", min_size=0, max_size=6)
 OPTION = st.one_of(
-    st.tuples(st.sampled_from(["--jobs", "-j", "--cache-dir", "--cache-max-size"]), VALUES),
-    st.tuples(st.sampled_from(["--no-cache", "--verbose", "-v"])),
+    st.tuples(
+        st.sampled_from(["--jobs", "-j", "--cache-dir", "--cache-max-size", "--trace"]), VALUES
+    ),
+    st.tuples(st.sampled_from(["--no-cache", "--verbose", "-v", "--quiet", "-q"])),
     st.tuples(st.sampled_from(["--job", "--bogus", "-h", "--", "-j4", "x.json", "y.json"])),
 )
 

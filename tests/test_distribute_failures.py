@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import select
 import shutil
 import signal
@@ -182,7 +183,7 @@ def test_compiler_warnings_are_shown_and_the_link_succeeds(
     tmp_path: Path, small_dtlto: DtltoLink, fake_compiler: Path, dist_lto: str
 ) -> None:
     root, job_file = captured(tmp_path, small_dtlto, fake_compiler)
-    done = distribute(dist_lto, root, job_file, "--no-cache",
+    done = distribute(dist_lto, root, job_file, "--no-cache", "--quiet",
                       env=fake_env(tmp_path, mode="warn", module="shout"))  # fmt: skip
     assert done.returncode == 0
     assert done.stderr == "fake: warning: something to look at\n"
@@ -246,7 +247,8 @@ def test_a_stop_signal_stops_every_compiler_and_leaves_nothing(
 ) -> None:
     root, job_file = captured(tmp_path, small_dtlto, fake_compiler)
     env = fake_env(tmp_path, sleep="60")
-    proc = subprocess.Popen([dist_lto, "distribute", "--no-cache", "--jobs=2", job_file.name],
+    proc = subprocess.Popen([dist_lto, "distribute", "--no-cache", "--jobs=2", "--quiet",
+                             job_file.name],
                             cwd=root, env=env, stderr=subprocess.PIPE, text=True)  # fmt: skip
     deadline = time.monotonic() + 60
     while len(fake_log(tmp_path)) < 2 and time.monotonic() < deadline:
@@ -318,12 +320,21 @@ def test_a_terminal_gets_one_updating_progress_line(
     assert shown.count("\n") == 1  # one line, updated in place
 
 
-def test_verbose_lists_every_job_and_a_pipe_gets_nothing_else(
+def test_a_pipe_gets_one_summary_line_quiet_none_and_verbose_every_job(
     tmp_path: Path, small_dtlto: DtltoLink, dist_lto: str
 ) -> None:
     root, job_file = captured(tmp_path, small_dtlto)
     cache = tmp_path / "cache"
-    quiet = distribute(dist_lto, root, job_file, f"--cache-dir={cache}")
+    piped = distribute(dist_lto, root, job_file, f"--cache-dir={cache}")
+    assert piped.returncode == 0
+    (summary,) = piped.stderr.splitlines()
+    assert re.fullmatch(r"dist-lto distribute: prog: 4 jobs, 0 cached, 0 failed, \d+\.\d\d s,"
+                        r" slowest \S+ \d+\.\d\d s", summary), summary  # fmt: skip
+    slowest = summary.split(", slowest ")[1].rsplit(" ", 2)[0]
+    assert slowest in {job.module for job in read_job_file(str(job_file)).jobs}
+    for output in root.glob("*.native.o"):
+        output.unlink()
+    quiet = distribute(dist_lto, root, job_file, f"--cache-dir={cache}", "--quiet")
     assert (quiet.returncode, quiet.stderr) == (0, "")
     for output in root.glob("*.native.o"):
         output.unlink()
@@ -335,7 +346,7 @@ def test_verbose_lists_every_job_and_a_pipe_gets_nothing_else(
     jobs = read_job_file(str(job_file)).jobs
     listed = sorted(line.split("] ")[1].rsplit(" (", 1)[0] for line in lines[1:5])
     assert listed == sorted(f"cached {job.module} -> {job.output}" for job in jobs)
-    assert lines[5].startswith("dist-lto distribute: 4 jobs done, 4 from the cache, in ")
+    assert lines[5].startswith("dist-lto distribute: prog: 4 jobs, 4 cached, 0 failed, ")
     assert len(lines) == 6
 
 
@@ -364,7 +375,7 @@ def test_an_unusable_cache_costs_a_warning_not_the_link(
     root, job_file = captured(tmp_path, small_dtlto)
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("")
-    done = distribute(dist_lto, root, job_file, f"--cache-dir={blocker}")
+    done = distribute(dist_lto, root, job_file, f"--cache-dir={blocker}", "--quiet")
     assert done.returncode == 0
     assert done.stderr == (f"dist-lto distribute: warning: result cache not used: {blocker}:"
                            " Not a directory\n")  # fmt: skip
@@ -375,7 +386,7 @@ def test_a_compiler_that_cannot_tell_its_version_runs_without_the_cache(
     tmp_path: Path, small_dtlto: DtltoLink, fake_compiler: Path, dist_lto: str
 ) -> None:
     root, job_file = captured(tmp_path, small_dtlto, fake_compiler)
-    done = distribute(dist_lto, root, job_file, f"--cache-dir={tmp_path / 'cache'}",
+    done = distribute(dist_lto, root, job_file, f"--cache-dir={tmp_path / 'cache'}", "--quiet",
                       env=fake_env(tmp_path, no_version="1"))  # fmt: skip
     assert done.returncode == 0
     assert done.stderr == (f"dist-lto distribute: warning: result cache not used: {fake_compiler}:"
@@ -440,7 +451,7 @@ def test_a_cached_object_with_one_byte_changed_is_never_linked(
         shutil.copy(small_dtlto.root / name, root / name)
     cache = tmp_path / "cache"
     link = [*small_dtlto.link, f"-fthinlto-distributor={dist_lto}",
-            "-Xthinlto-distributor=distribute",
+            "-Xthinlto-distributor=distribute", "-Xthinlto-distributor=--quiet",
             f"-Xthinlto-distributor=--cache-dir={cache}"]  # fmt: skip
     first = subprocess.run(link, cwd=root, capture_output=True, text=True)
     assert (first.returncode, first.stderr) == (0, "")
@@ -476,7 +487,7 @@ def test_a_compilers_identity_is_remembered_per_user_not_per_cache_directory(
     for cache in ("first", "second"):
         root, job_file = captured(tmp_path / cache, small_dtlto)
         done = distribute(dist_lto, root, job_file, f"--cache-dir={tmp_path / cache / 'cache'}",
-                          env=env)  # fmt: skip
+                          "--quiet", env=env)  # fmt: skip
         assert (done.returncode, done.stderr) == (0, "")
         if cache == "first":
             (memo,) = (tmp_path / "xdg" / "dist-lto" / "v2" / "compilers").iterdir()

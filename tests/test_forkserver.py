@@ -113,7 +113,8 @@ def test_a_stop_signal_stops_forked_compilers_and_their_servers(
     for job in read_job_file(str(job_file)).jobs:  # every clang blocks opening its module
         (root / job.module).unlink()
         os.mkfifo(root / job.module)
-    proc = subprocess.Popen([dist_lto, "distribute", "--no-cache", "--jobs=2", job_file.name],
+    proc = subprocess.Popen([dist_lto, "distribute", "--no-cache", "--jobs=2", "--quiet",
+                             job_file.name],
                             cwd=root, stderr=subprocess.PIPE, text=True)  # fmt: skip
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

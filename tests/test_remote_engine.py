@@ -207,7 +207,7 @@ def test_an_unreachable_engine_fails_in_one_line_and_writes_nothing(
         (root / output).unlink(missing_ok=True)
     (port,) = buildbarn.free_ports(1)
     proc = subprocess.run(
-        [DIST_LTO, "distribute", f"--remote=grpc://127.0.0.1:{port}", "--no-cache",
+        [DIST_LTO, "distribute", f"--remote=grpc://127.0.0.1:{port}", "--no-cache", "--quiet",
          small_dtlto.job_file],
         cwd=root, capture_output=True, text=True,
     )  # fmt: skip

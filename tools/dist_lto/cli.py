@@ -31,6 +31,11 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "inspect": ("commands.inspect", "summarise a planned link; draw its import graph"),
     "opt": ("commands.opt", "run one ThinLTO backend strictly (a failure never exits 0)"),
     "distribute": ("commands.distribute", "parallel, strict, caching distributor for LLD's DTLTO"),
+    "link": (
+        "commands.link",
+        "run a planned link without Buck2: its backends, then its final link",
+    ),
+    "cache": ("commands.cache", "the result cache: stats, list, show, prune, clear"),
     "upstream": ("upstream", "the tools Buck2's upstream prelude runs, by role"),
 }
 """Subcommand name -> (module under `dist_lto`, one-line summary), in the order `--help`

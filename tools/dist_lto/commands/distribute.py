@@ -16,7 +16,6 @@ the command line and puts those pieces together.
 import _signal
 import os
 import sys
-import time
 
 from dist_lto import TYPE_CHECKING, backend
 from dist_lto.backend import stop_with_parent
@@ -30,11 +29,14 @@ from dist_lto.fsutil import remove_quietly
 if TYPE_CHECKING:
     import argparse
 
+    from dist_lto.distribute.jobserver import JobSlots
     from dist_lto.distribute.result_cache import KeyMaker, ResultCache
+    from dist_lto.distribute.trace import Trace
 
 USAGE = (
     "dist-lto distribute [-h] [--jobs N] [--cache-dir DIR | --no-cache]\n"
-    "                           [--cache-max-size SIZE] [--no-fork-server] [--verbose]\n"
+    "                           [--cache-max-size SIZE] [--no-fork-server]\n"
+    "                           [--verbose | --quiet] [--trace FILE]\n"
     "                           [--remote grpc://HOST:PORT [--instance NAME]\n"
     "                            [--remote-header K=V]... [--platform K=V]...] JOB_FILE"
 )
@@ -63,7 +65,10 @@ strictly as local ones (docs/remote.md)."""
 EPILOG = """\
 The job file is LLD 22's format (docs/distribute.md); anything else is rejected with its
 JSON pointer (exit 2). Progress: one updating line when stderr is a terminal, otherwise
-nothing but errors and the compilers' warnings (--verbose lists every job).
+one summary line per link (jobs, cached, failed, wall time, slowest module; --quiet
+drops it), errors and the compilers' warnings (--verbose lists every job). Under
+`make -jK` (MAKEFLAGS --jobserver-auth=fifo:PATH or R,W) every backend beyond the
+first takes one of make's job slots, so concurrent links run at most K together.
 Exit status: 0 success; 2 bad input; the failing compiler's status (128+N for signal
 N); 1 when a compiler exits 0 without a complete object; 128+N when stopped by signal N."""
 
@@ -72,12 +77,15 @@ _VALUE_OPTIONS = {
     "-j": "jobs",
     "--cache-dir": "cache_dir",
     "--cache-max-size": "cache_max_size",
+    "--trace": "trace",
 }
 _FLAG_OPTIONS = {
     "--no-cache": "no_cache",
     "--no-fork-server": "no_fork_server",
     "--verbose": "verbose",
     "-v": "verbose",
+    "--quiet": "quiet",
+    "-q": "quiet",
 }
 
 
@@ -86,7 +94,7 @@ class Options:
 
     __slots__ = (
         "cache_dir", "cache_max_size", "instance", "job_file", "jobs", "no_cache",
-        "no_fork_server", "platform", "remote", "remote_header", "verbose",
+        "no_fork_server", "platform", "quiet", "remote", "remote_header", "trace", "verbose",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -101,6 +109,8 @@ class Options:
         self.no_cache = False
         self.no_fork_server = False
         self.verbose = False
+        self.quiet = False
+        self.trace: str | None = None
 
 
 def _parse_fast(argv: list[str]) -> Options | None:
@@ -109,7 +119,7 @@ def _parse_fast(argv: list[str]) -> Options | None:
     positional = scan(argv, opts, _VALUE_OPTIONS, _FLAG_OPTIONS)
     if positional is None or len(positional) != 1:
         return None
-    if opts.no_cache and opts.cache_dir is not None:
+    if (opts.no_cache and opts.cache_dir is not None) or (opts.verbose and opts.quiet):
         return None  # argparse says they exclude each other
     opts.job_file = positional[0]
     return opts
@@ -145,12 +155,7 @@ def build_parser() -> "argparse.ArgumentParser":
         help="start a compiler for every job instead of forking it from one clang per"
         " worker that has started already (docs/distribute.md)",
     )
-    parser.add_argument(
-        "-v",
-        "--verbose",
-        action="store_true",
-        help="print a line for every job (compiled or cached, and its time)",
-    )
+    add_report_options(parser)
     remote = parser.add_argument_group("remote execution (docs/remote.md)")
     remote.add_argument(
         "--remote",
@@ -182,6 +187,30 @@ def build_parser() -> "argparse.ArgumentParser":
     return parser
 
 
+def add_report_options(parser: "argparse.ArgumentParser") -> None:
+    """--verbose, --quiet and --trace (shared with `dist-lto link`)."""
+    talk = parser.add_mutually_exclusive_group()
+    talk.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="print a line for every job (compiled or cached, and its time)",
+    )
+    talk.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no summary line (printed when stderr is not a terminal): errors and"
+        " the compilers' warnings only",
+    )
+    parser.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="write where the time went as Chrome trace-event JSON (a slice per job"
+        " per worker; open it in ui.perfetto.dev)",
+    )
+
+
 def parse_args(argv: list[str]) -> Options:
     return parse(argv, _parse_fast, build_parser, Options)
 
@@ -189,8 +218,8 @@ def parse_args(argv: list[str]) -> Options:
 class Settings:
     """Checked options."""
 
-    __slots__ = ("cache_dir", "cache_max_size", "fork_server", "jobs", "remote", "tools_dir",
-                 "verbose")  # fmt: skip
+    __slots__ = ("cache_dir", "cache_max_size", "fork_server", "jobs", "quiet", "remote",
+                 "tools_dir", "trace", "verbose")  # fmt: skip
 
     def __init__(self, opts: Options) -> None:
         from dist_lto.distribute.result_cache import DEFAULT_MAX_SIZE, default_cache_dir, parse_size
@@ -223,6 +252,8 @@ class Settings:
             except ValueError as err:
                 raise BadInput(f"--cache-max-size: {err}") from None
         self.verbose = opts.verbose
+        self.quiet = opts.quiet
+        self.trace = opts.trace
 
 
 REMOTE_JOBS = 16
@@ -351,9 +382,42 @@ def main(argv: list[str]) -> int:
     settings = Settings(opts)
     files = read_job_file(opts.job_file)
     _check_module_paths(files)
-    reporter = Reporter(len(files.jobs), verbose=settings.verbose, tty=sys.stderr.isatty())
+    reporter = Reporter(
+        len(files.jobs), verbose=settings.verbose, tty=sys.stderr.isatty(), quiet=settings.quiet
+    )
+    run_jobs(files, settings, reporter)
+    return 0
+
+
+def _job_slots(settings: Settings, reporter: Reporter) -> "JobSlots | None":
+    """The build's job slots when GNU make advertises a jobserver (local jobs only)."""
+    if settings.remote is not None or "MAKEFLAGS" not in os.environ:
+        return None
+    from dist_lto.distribute.jobserver import JobSlots, open_jobserver
+
+    server, why = open_jobserver(os.environ)
+    if server is None:
+        if why and settings.verbose:
+            reporter.note(f"no jobserver: {why}; running --jobs backends at once")
+        return None
+    return JobSlots(server)
+
+
+def run_jobs(
+    files: JobFile, settings: Settings, reporter: Reporter, trace: "Trace | None" = None
+) -> Distribution:
+    """Run every job of `files` with the cache, fork servers, jobserver and trace the
+    settings ask for; the first failure is raised (after the summary line). A `trace`
+    given is filled and left to the caller to write; otherwise --trace is written here."""
+    own_trace = trace is None
+    if trace is None and settings.trace is not None:
+        from dist_lto.distribute.trace import Trace
+
+        trace = Trace(settings.trace, f"{reporter.prog} {files.linker_output}")
     if not files.jobs:
-        return 0
+        if own_trace:
+            write_trace(trace, reporter)
+        return Distribution(files, 1, reporter)
     cache, keys = _open_cache(files, settings, reporter)
     remote = None
     if settings.remote is not None:
@@ -361,26 +425,36 @@ def main(argv: list[str]) -> int:
 
         remote = RemoteExecutor(files, settings.remote)
     preload = _fork_server_library(files, settings, reporter)
+    slots = _job_slots(settings, reporter)
     private_tmp = _private_tmpdir()
-    distribution = Distribution(files, settings.jobs, reporter, cache, keys, remote, preload)
+    distribution = Distribution(
+        files, settings.jobs, reporter, cache, keys, remote, preload, slots=slots, trace=trace
+    )
     if settings.verbose:
         reporter.note(
             f"{len(files.jobs)} jobs from {files.path}, {distribution.workers} at a"
             f" time, cache {settings.cache_dir or 'off'}"
             + (f", remote {settings.remote.address}" if settings.remote else "")
             + (f", fork server {preload}" if preload else "")
+            + (f", jobserver {slots.server.description}" if slots else "")
         )
+    failure: DistLtoError | None = None
     try:
-        distribution.run()
-    except DistLtoError:
-        if not backend.gone_parent():
-            raise
-        # The linker died first; what failed since (its indexes vanished) is the symptom.
-        distribution.remove_outputs()
-        raise DistLtoError(
-            backend.stop_reason(_signal.SIGHUP), status=128 + _signal.SIGHUP
-        ) from None
+        try:
+            distribution.run()
+        except DistLtoError as err:
+            failure = err
+            if backend.gone_parent():
+                # The linker died first; what failed since (its indexes vanished) is the
+                # symptom.
+                distribution.remove_outputs()
+                failure = DistLtoError(
+                    backend.stop_reason(_signal.SIGHUP), status=128 + _signal.SIGHUP
+                )
+            raise failure from None
     finally:
+        if slots is not None:
+            slots.close()
         if remote is not None:
             remote.close()
         _report_damage(distribution, reporter)
@@ -388,6 +462,11 @@ def main(argv: list[str]) -> int:
             _remove_linker_temporaries(files, backend.gone_parent())
         if private_tmp is not None:
             backend.remove_private_dir(private_tmp)
+        if cache is not None:
+            cache.record_use(distribution.cached, distribution.misses, distribution.stored)
+        if own_trace:
+            write_trace(trace, reporter)
+        _summarise(files, distribution, reporter, failure)
     if cache is not None and distribution.stored:
         try:
             pruned = cache.prune()
@@ -396,9 +475,35 @@ def main(argv: list[str]) -> int:
         else:
             if pruned and settings.verbose:
                 reporter.note(f"pruned {pruned} cache entries (limit {settings.cache_max_size})")
-    if settings.verbose:
-        reporter.note(
-            f"{distribution.done} jobs done, {distribution.cached} from the cache,"
-            f" in {time.monotonic() - reporter.started:.2f} s"
+    return distribution
+
+
+def _summarise(
+    files: JobFile, distribution: Distribution, reporter: Reporter, failure: DistLtoError | None
+) -> None:
+    """The summary line: after the error (its command and the compiler's stderr) when
+    the link failed, so that the error stays the first line."""
+    with distribution.lock:
+        line = reporter.summary(
+            os.path.basename(files.linker_output),
+            distribution.done,
+            distribution.cached,
+            distribution.failed,
+            distribution.slowest,
         )
-    return 0
+        if line is None:
+            return
+        if failure is None:
+            reporter.note(line.removeprefix(f"{reporter.prog}: "))
+        else:
+            failure.detail += "" if failure.detail.endswith("\n") or not failure.detail else "\n"
+            failure.detail += line + "\n"
+
+
+def write_trace(trace: "Trace | None", reporter: Reporter) -> None:
+    if trace is None:
+        return
+    try:
+        trace.write()
+    except OSError as err:
+        reporter.note(f"warning: --trace: {trace.path}: {err.strerror}")

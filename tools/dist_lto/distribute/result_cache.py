@@ -1,6 +1,7 @@
 """A result cache for backend jobs, shared by every link of a user and safe to race on.
 
-Key: SHA-256 over the compiler's identity (its resolved path, `--version`, the hash of
+Key: SHA-256 over the version of dist-lto (its strict runner decides what a job's
+outputs are), the compiler's identity (its resolved path, `--version`, the hash of
 its binary, and the size and time of the LLVM libraries it loads; with a wrapper, that of
 the programs it is given too), the job's arguments
 with every input and output path replaced by a placeholder (`<input:0>`,
@@ -16,6 +17,8 @@ Layout under the cache directory (version 2):
                                    its last use
     v2/entries/<2 hex>/<key>/sums  the size and SHA-256 of every output (JSON)
     v2/tmp/                        entries being written or deleted
+    v2/usage                       one line per link that used the cache: its hits,
+                                   misses and stores (`dist-lto cache stats`)
     v2/compilers/<hash>.json       a compiler's identity, kept while its files' stats
                                    stay the same (the distributor keeps these in the
                                    per-user directory, whatever the cache directory)
@@ -36,6 +39,7 @@ import hashlib
 import json
 import os
 
+from dist_lto import __version__
 from dist_lto.backend import object_problem
 from dist_lto.errors import BadInput
 from dist_lto.formats.jobfile import Job, JobFile
@@ -48,8 +52,12 @@ from dist_lto.llvm.toolchain import which
 LAYOUT = "v2"
 """v2: entries carry their outputs' sums (v1 entries had none and are never read)."""
 SUMS = "sums"
-KEY_SCHEME = b"dist-lto result cache 1\0"
-"""Changes whenever the key's composition changes, so old entries are never misread."""
+KEY_SCHEME = b"dist-lto result cache 2\0" + __version__.encode() + b"\0"
+"""Changes whenever the key's composition changes, so old entries are never misread;
+with the tool's version, since what a job leaves at its outputs is our runner's doing."""
+USAGE = "usage"
+USAGE_COMPACT_AT = 64 << 10
+"""A usage log this long is summed into one line by the next prune."""
 DEFAULT_MAX_SIZE = 2 << 30
 STALE_TEMP_SECONDS = 24 * 3600
 """A temporary older than this was left by a killed link; pruning removes it."""
@@ -281,7 +289,7 @@ class ResultCache:
         entry = self.entry(key)
         temps: list[str] = []
         try:
-            sums = _read_sums(entry)
+            sums = read_sums(entry)
             problem = None
             if sums is None:
                 problem = "its sums are missing or malformed"
@@ -359,9 +367,10 @@ class ResultCache:
     def size(self) -> int:
         return sum(size for _, size, _ in self._scan())
 
-    def prune(self) -> int:
-        """Delete least recently used entries until the cache fits `max_size`, and
-        temporaries that killed links left behind; returns how many entries went."""
+    def prune(self, max_age: float | None = None) -> int:
+        """Delete least recently used entries until the cache fits `max_size`, entries
+        unused for more than `max_age` seconds, and temporaries that killed links left
+        behind; returns how many entries went."""
         import time
 
         now = time.time()
@@ -375,13 +384,74 @@ class ResultCache:
         entries = sorted(self._scan())
         total = sum(size for _, size, _ in entries)
         removed = 0
-        for _, size, path in entries:
-            if total <= self.max_size:
+        oldest = None if max_age is None else (now - max_age) * 1e9
+        for used, size, path in entries:
+            if total <= self.max_size and (oldest is None or used >= oldest):
                 break
             if self._delete(path):
                 removed += 1
             total -= size  # deleted by us or by a link pruning at the same time
+        self._compact_usage()
         return removed
+
+    def clear(self) -> int:
+        """Delete every entry and the usage counts; returns how many entries went."""
+        removed = sum(self._delete(path) for _, _, path in self._scan())
+        remove_quietly(os.path.join(self.root, LAYOUT, USAGE))
+        return removed
+
+    def listing(self) -> "list[Entry]":
+        """Every entry, least recently used first."""
+        found = []
+        for used, size, path in sorted(self._scan()):
+            try:
+                outputs = sum(name != SUMS for name in os.listdir(path))
+            except OSError:
+                continue
+            found.append(Entry(os.path.basename(path), path, size, used / 1e9, outputs))
+        return found
+
+    def find(self, prefix: str) -> "list[Entry]":
+        """The entries whose key starts with `prefix` (at least two hex digits)."""
+        return [e for e in self.listing() if e.key.startswith(prefix.lower())]
+
+    def record_use(self, hits: int, misses: int, stores: int) -> None:
+        """Add one link's counts to the usage log: one short line appended, which
+        concurrent links can do at once (O_APPEND). Losing it costs only statistics."""
+        if not (hits or misses or stores):
+            return
+        line = f"{hits} {misses} {stores}\n".encode()
+        log = os.path.join(self.root, LAYOUT, USAGE)
+        try:
+            fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError:
+            return
+        try:
+            os.write(fd, line)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    def usage(self) -> "Usage":
+        """The links, hits, misses and stores the usage log counts."""
+        return _read_usage(os.path.join(self.root, LAYOUT, USAGE))
+
+    def _compact_usage(self) -> None:
+        """Sum a long usage log into one line. The log is renamed away first, so a link
+        appending meanwhile starts a new one rather than being overwritten."""
+        log = os.path.join(self.root, LAYOUT, USAGE)
+        try:
+            if os.stat(log).st_size < USAGE_COMPACT_AT:
+                return
+            moved = os.path.join(self.tmp, f"usage.{os.getpid()}.{os.urandom(4).hex()}")
+            os.rename(log, moved)
+        except OSError:
+            return
+        total = _read_usage(moved)
+        remove_quietly(moved)
+        with open(log, "ab") as f:
+            f.write(f"{total.hits} {total.misses} {total.stores} {total.links}\n".encode())
 
     def _scan(self) -> list[tuple[int, int, str]]:
         """(last use in ns, size, path) of every entry."""
@@ -413,6 +483,48 @@ class ResultCache:
         return True
 
 
+class Entry:
+    """One cache entry as `dist-lto cache list` shows it."""
+
+    __slots__ = ("key", "last_use", "outputs", "path", "size")
+
+    def __init__(self, key: str, path: str, size: int, last_use: float, outputs: int) -> None:
+        self.key = key
+        self.path = path
+        self.size = size
+        self.last_use = last_use
+        """Seconds since the epoch."""
+        self.outputs = outputs
+
+
+class Usage:
+    """Counts summed over the usage log."""
+
+    __slots__ = ("hits", "links", "misses", "stores")
+
+    def __init__(self) -> None:
+        self.links = self.hits = self.misses = self.stores = 0
+
+
+def _read_usage(path: str) -> Usage:
+    """Sum `HITS MISSES STORES [LINKS]` lines; a torn or foreign line is skipped."""
+    total = Usage()
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return total
+    for line in data.splitlines():
+        fields = line.split()
+        if len(fields) not in (3, 4) or not all(x.isdigit() for x in fields):
+            continue
+        total.hits += int(fields[0])
+        total.misses += int(fields[1])
+        total.stores += int(fields[2])
+        total.links += int(fields[3]) if len(fields) == 4 else 1
+    return total
+
+
 def _copy(src: str, dst: str) -> tuple[int, str]:
     """Copy `src` to `dst`; the size and SHA-256 of what was copied."""
     h = hashlib.sha256()
@@ -425,7 +537,7 @@ def _copy(src: str, dst: str) -> tuple[int, str]:
     return size, h.hexdigest()
 
 
-def _read_sums(entry: str) -> list[tuple[int, str]] | None:
+def read_sums(entry: str) -> list[tuple[int, str]] | None:
     """The entry's recorded (size, SHA-256) per output; None when malformed.
     FileNotFoundError when the entry (or its sums) does not exist."""
     with open(os.path.join(entry, SUMS), "rb") as f:

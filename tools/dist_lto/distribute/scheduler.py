@@ -1,7 +1,9 @@
 """Running one job file's jobs: worker threads, biggest module first, first failure stops all.
 
-Each worker takes the next job, asks the result cache, runs the job here (through its
-fork server when it has one) or on the remote engine, and stores the result. The first
+Each worker takes a slot of the build's jobserver when there is one (`jobserver.py`),
+then the next job, asks the result cache, runs the job here (through its fork server
+when it has one) or on the remote engine, and stores the result; with `--trace`, each
+job and its steps become slices of that worker's thread (`trace.py`). The first
 failure stops the rest: no new job starts and running compilers get the signal.
 """
 
@@ -20,8 +22,10 @@ from dist_lto.fsutil import remove_quietly
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from dist_lto.distribute.jobserver import JobSlots
     from dist_lto.distribute.remote.executor import RemoteExecutor
     from dist_lto.distribute.result_cache import KeyMaker, ResultCache
+    from dist_lto.distribute.trace import Trace
     from dist_lto.process.forkserver import ForkServer
 
 STOP_SIGNALS = (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP)
@@ -88,8 +92,14 @@ class Distribution:
         keys: "KeyMaker | None" = None,
         remote: "RemoteExecutor | None" = None,
         preload: str | None = None,
+        *,
+        slots: "JobSlots | None" = None,
+        trace: "Trace | None" = None,
     ) -> None:
         self.files = files
+        self.slots = slots
+        """The build's job slots (GNU make's jobserver): each job runs in one."""
+        self.trace = trace
         self.preload = preload
         """The fork server's library, when jobs are forked (`WorkerCompiler`)."""
         self.remote = remote
@@ -105,7 +115,12 @@ class Distribution:
         self.running = 0
         self.done = 0
         self.cached = 0
+        self.misses = 0
+        """Jobs the result cache was asked for and did not have."""
         self.stored = 0
+        self.failed = 0
+        self.slowest: tuple[float, str] = (0.0, "")
+        """(seconds, module) of the job that took longest."""
         self.active = 0
         self.stopping = 0
         """0, or the signal sent to running compilers once the distribution stops."""
@@ -119,7 +134,7 @@ class Distribution:
 
     def run(self) -> None:
         threads = [
-            threading.Thread(target=self._work, name=f"dist-lto-{i}", daemon=True)
+            threading.Thread(target=self._work, args=(i,), name=f"dist-lto-{i}", daemon=True)
             for i in range(self.workers)
         ]
         previous = {sig: _signal.signal(sig, raise_stop) for sig in STOP_SIGNALS}
@@ -178,57 +193,105 @@ class Distribution:
         for handle in self.children.values():
             _signal_child(handle, signum)
 
-    def _work(self) -> None:
+    def _over(self) -> bool:
+        return bool(self.stopping) or self.next == len(self.order)
+
+    def _work(self, worker: int) -> None:
         compiler = WorkerCompiler(self.files.args[0], self.preload, self._fork_server_trouble)
+        if self.trace is not None:
+            self.trace.name_thread(worker + 1, f"worker {worker + 1}")
         try:
             while True:
-                with self.lock:
-                    if self.stopping or self.next == len(self.order):
+                slot = None
+                if self.slots is not None:
+                    slot = self.slots.acquire(self._over)
+                    if slot is None:
                         return
-                    job = self.order[self.next]
-                    self.next += 1
-                    self.running += 1
-                started = time.monotonic()
                 try:
-                    outcome = self._run_job(job, compiler)
-                except BaseException as err:
-                    with self.lock:
-                        self.running -= 1
-                        self._fail(job, err)
-                    continue
-                with self.lock:
-                    self.running -= 1
-                    self.done += 1
-                    self.cached += outcome.status is Status.CACHED
-                    try:  # noqa: SIM105 (contextlib costs an import for one use)
-                        self.reporter.finished(job, outcome, time.monotonic() - started, self.done)
-                    except OSError:
-                        pass  # stderr closed: the job is done all the same
-                    self.lock.notify()
+                    if not self._work_one(worker, compiler):
+                        return
+                finally:
+                    if slot is not None:
+                        self.slots.release(slot)
         finally:
             compiler.close()
             with self.lock:
                 self.active -= 1
                 self.lock.notify()
 
+    def _work_one(self, worker: int, compiler: WorkerCompiler) -> bool:
+        """Run the next job, if there is one to run; False when there is none."""
+        with self.lock:
+            if self._over():
+                return False
+            job = self.order[self.next]
+            self.next += 1
+            self.running += 1
+        started = time.monotonic()
+        started_ns = time.monotonic_ns()
+        try:
+            outcome = self._run_job(job, compiler, worker)
+        except BaseException as err:
+            with self.lock:
+                self.running -= 1
+                self._fail(job, err)
+            self._trace_job(worker, job, started_ns, "failed")
+            return True
+        seconds = time.monotonic() - started
+        self._trace_job(worker, job, started_ns, outcome.status.value)
+        with self.lock:
+            self.running -= 1
+            self.done += 1
+            self.cached += outcome.status is Status.CACHED
+            if seconds >= self.slowest[0]:
+                self.slowest = (seconds, job.module)
+            try:  # noqa: SIM105 (contextlib costs an import for one use)
+                self.reporter.finished(job, outcome, seconds, self.done)
+            except OSError:
+                pass  # stderr closed: the job is done all the same
+            self.lock.notify()
+        return True
+
+    def _trace_job(self, worker: int, job: Job, started_ns: int, how: str) -> None:
+        if self.trace is not None:
+            self.trace.add(worker + 1, job.module, "job", started_ns, self.trace.now(),
+                           {"output": job.output, "outcome": how})  # fmt: skip
+
+    def _step(self, worker: int, name: str, started_ns: int) -> None:
+        """A step of a job in the trace (`cache lookup`, `compile`, ...)."""
+        if self.trace is not None:
+            self.trace.add(worker + 1, name, name, started_ns, self.trace.now())
+
     def _fail(self, job: Job, err: BaseException) -> None:
         """Record the first failure and stop the rest. Called with the lock held."""
         if self.failure is None and not self.stopping:
+            self.failed += 1
             self.failure = _job_failure(self.files, job, err)
             self._stop_children(_signal.SIGTERM)
         self.lock.notify()
 
-    def _run_job(self, job: Job, compiler: WorkerCompiler) -> Outcome:
+    def _run_job(self, job: Job, compiler: WorkerCompiler, worker: int = 0) -> Outcome:
         check_primary(job.module, job.index)
+        step = time.monotonic_ns()
         key = self._key(job)
-        if key is not None and self._restore(key, job):
-            return Outcome(Status.CACHED)
+        if key is not None:
+            restored = self._restore(key, job)
+            self._step(worker, "cache lookup", step)
+            if restored:
+                return Outcome(Status.CACHED)
+            with self.lock:
+                self.misses += 1
+        step = time.monotonic_ns()
         if self.remote is None:
             outcome = Outcome(self._run_local(job, compiler))
+            self._step(worker, "compile", step)
         else:
             outcome = self._run_remote(job)
+            self._step(worker, "remote", step)
         if key is not None and all(os.path.exists(extra) for extra in job.outputs[1:]):
+            step = time.monotonic_ns()
             self._store(key, job)
+            self._step(worker, "cache store", step)
         return outcome
 
     def _run_remote(self, job: Job) -> Outcome:

@@ -1,0 +1,274 @@
+"""`dist-lto link`: run a planned link without a build system.
+
+`dist-lto plan` writes, per link, what a build system schedules: one backend per loaded
+bitcode module and a final-link argument file (docs/plan.md). This command runs them:
+it turns the plans into the jobs of a DTLTO job file (module, index, imported modules,
+native object) and hands them to the distributor's scheduler (`commands/distribute.py`
+`run_jobs`: biggest module first, the strict runner of `backend.py`, the result cache,
+fork servers, the jobserver, progress, summary and trace), then runs the final link,
+`COMMAND @final-link.args`, as the planner's index step ran `COMMAND`.
+"""
+
+import argparse
+import os
+import sys
+
+from dist_lto.commands import distribute
+from dist_lto.distribute.reporting import Reporter
+from dist_lto.errors import BadInput, DistLtoError
+from dist_lto.formats.jobfile import Job, JobFile
+from dist_lto.formats.meta import Meta, read_meta
+from dist_lto.formats.plans import (
+    ArchivePlan,
+    ObjectPlan,
+    read_archive_plan,
+    read_link_plan,
+    read_object_plan,
+)
+from dist_lto.llvm.flags import translate
+
+PROG = "dist-lto link"
+USAGE = (
+    "dist-lto link [-h] [--jobs N] [--cache-dir DIR | --no-cache] [--cache-max-size SIZE]\n"
+    "                     [--no-fork-server] [--verbose | --quiet] [--trace FILE]\n"
+    "                     [--compiler CLANG] [--no-lld-defaults] META -- COMMAND..."
+)
+DESCRIPTION = """\
+Run a link that `dist-lto plan META -- COMMAND...` planned, without Buck2: every
+backend the plans ask for, then the final link `COMMAND @<final_link_args_output>`.
+Give the same COMMAND as to `plan` (the linker driver, its flags and -o), in the same
+directory:
+
+  dist-lto plan meta.json -- clang -fuse-ld=lld -O2 -o app
+  dist-lto link meta.json -- clang -fuse-ld=lld -O2 -o app
+
+Backends run as `dist-lto distribute` runs a job file's jobs: N at a time, biggest
+module first, each checked strictly (the module must be its index's primary module;
+clang's status passes through; an exit 0 without a complete ELF object fails; objects
+appear only by rename), through the same result cache and fork servers, sharing GNU
+make's job slots under `make -j`. Their flags are translated from COMMAND's as for
+`dist-lto opt`, so that the code equals in-process ThinLTO's. Output directories are
+created. The final link runs only when every backend succeeded."""
+EPILOG = """\
+Exit status: 0 success; 2 bad input (META, a plan, COMMAND's flags); a failing
+backend's or the final link's own status (128+N for signal N); 1 when a backend exits
+0 without a complete object; 128+N when stopped by signal N. See docs/distribute.md."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        usage=USAGE,
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "-j",
+        "--jobs",
+        metavar="N",
+        help="backends at once (default: the CPUs this process may use)",
+    )
+    cache = parser.add_mutually_exclusive_group()
+    cache.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="result cache directory (default: $XDG_CACHE_HOME/dist-lto, else ~/.cache/dist-lto)",
+    )
+    cache.add_argument("--no-cache", action="store_true", help="neither use nor fill the cache")
+    parser.add_argument(
+        "--cache-max-size", metavar="SIZE", help="prune the cache to SIZE after the backends"
+    )
+    parser.add_argument(
+        "--no-fork-server", action="store_true", help="start a compiler for every backend"
+    )
+    distribute.add_report_options(parser)
+    parser.add_argument(
+        "--compiler",
+        metavar="CLANG",
+        help="the backends' compiler (default: COMMAND's program, when it is a clang)",
+    )
+    parser.add_argument(
+        "--no-lld-defaults",
+        action="store_true",
+        help="as for `dist-lto opt`: without -ffunction-sections -fdata-sections -faddrsig",
+    )
+    parser.add_argument("meta", metavar="META", help="the meta file `dist-lto plan` read")
+    parser.add_argument(
+        "command", nargs="+", metavar="COMMAND", help="after --: the link command, as for plan"
+    )
+    return parser
+
+
+def _settings(opts: argparse.Namespace) -> distribute.Settings:
+    """The distributor's settings, from the options both commands share."""
+    shared = distribute.Options()
+    for name in ("jobs", "cache_dir", "cache_max_size", "no_cache", "no_fork_server", "verbose",
+                 "quiet", "trace"):  # fmt: skip
+        setattr(shared, name, getattr(opts, name))
+    return distribute.Settings(shared)
+
+
+def _compiler(opts: argparse.Namespace) -> str:
+    if opts.compiler:
+        return str(opts.compiler)
+    program = opts.command[0]
+    if os.path.basename(program).startswith("clang"):
+        return str(program)
+    raise BadInput(
+        f"{program}: not a clang driver; name the backends' compiler with --compiler CLANG"
+    )
+
+
+def _output_name(command: list[str], meta: Meta) -> str:
+    """The link's output (`-o`), for messages and the trace; else the meta file's name."""
+    for i, arg in enumerate(command):
+        if arg == "-o" and i + 1 < len(command):
+            return command[i + 1]
+        if arg.startswith("-o") and len(arg) > 2:
+            return arg[2:]
+    return meta.file
+
+
+def _imports(
+    plan: "ObjectPlan | dict[str, object]",
+    objects: dict[int, str],
+    members: dict[tuple[int, int], str],
+    where: str,
+) -> list[str]:
+    found = []
+    for index in plan["imports"]:  # type: ignore[attr-defined]
+        if index not in objects:
+            raise BadInput(f"{where}: imports object {index}, which the meta does not declare")
+        found.append(objects[index])
+    for archive, position in plan["member_imports"]:  # type: ignore[attr-defined]
+        member = members.get((archive, position))
+        if member is None:
+            raise BadInput(
+                f"{where}: imports member {position} of archive {archive}, which its plan lacks"
+            )
+        found.append(member)
+    return found
+
+
+def planned_backends(meta: Meta) -> list[tuple[str, str, list[str], str]]:
+    """Read every plan the meta names (BadInput for a missing or malformed one)."""
+    read_link_plan(meta.link_plan_output)  # written last: a complete planner run
+    object_plans: list[tuple[str, ObjectPlan]] = []
+    for obj in meta.objects():
+        object_plans.append((obj.plan_output, read_object_plan(obj.plan_output)))
+    archive_plans: list[tuple[str, ArchivePlan]] = []
+    for archive in meta.archives():
+        archive_plans.append((archive.plan_output, read_archive_plan(archive.plan_output)))
+    objects = {plan["index"]: plan["path"] for _, plan in object_plans}
+    members = {
+        (plan["index"], member["position"]): member["input"]
+        for _, plan in archive_plans
+        for member in plan["members"]
+    }
+    backends = []
+    for path, plan in object_plans:
+        if not plan["is_bitcode"]:
+            continue
+        if plan["index_file"] is None:
+            raise BadInput(f"{path}: a bitcode object without an index_file")
+        imports = _imports(plan, objects, members, path)
+        backends.append((plan["path"], plan["index_file"], imports, plan["opt_output"]))
+    for path, archive_plan in archive_plans:
+        for i, member in enumerate(archive_plan["members"]):
+            if not member["opt"]:
+                continue
+            where = f"{path}: /members/{i}"
+            if member["index_file"] is None or member["opt_object"] is None:
+                raise BadInput(f"{where}: a member to optimise needs index_file and opt_object")
+            index = os.path.join(archive_plan["index_dir"], member["index_file"])
+            output = os.path.join(archive_plan["opt_objects_dir"], member["opt_object"])
+            imports = _imports(member, objects, members, where)  # type: ignore[arg-type]
+            backends.append((member["input"], index, imports, output))
+    return backends
+
+
+def _flag_files(flags: list[str]) -> list[str]:
+    """Files the backend flags name after an `=` (a sample profile, a pass plugin): the
+    cache must hash their contents, as LLD's `common.inputs` are."""
+    found = []
+    for flag in flags:
+        _, eq, value = flag.partition("=")
+        if eq and value and os.path.isfile(value):
+            found.append(value)
+    return found
+
+
+def job_file(meta: Meta, opts: argparse.Namespace) -> JobFile:
+    """The planned backends as a DTLTO job file's jobs."""
+    backend = translate(opts.command[1:], lld_defaults=not opts.no_lld_defaults, origin="COMMAND")
+    if backend.split_dwarf:
+        raise BadInput(
+            "COMMAND asks for split DWARF (-gsplit-dwarf), which dist-lto link does not"
+            " support: run the backends with `dist-lto opt --dwo`"
+        )
+    common = [_compiler(opts), "-c", "-x", "ir", *backend.flags]
+    jobs = []
+    for number, (module, index, imports, output) in enumerate(planned_backends(meta)):
+        args = [module, f"-fthinlto-index={index}", "-o", output]
+        jobs.append(Job(number, args, [module, index, *imports], [output], 2))
+    name = _output_name(opts.command, meta)
+    return JobFile(meta.file, name, common, _flag_files(backend.flags), jobs)
+
+
+def _make_output_dirs(files: JobFile) -> None:
+    for directory in sorted({os.path.dirname(job.output) for job in files.jobs} - {""}):
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except OSError as err:
+            raise BadInput(
+                f"{directory}: cannot create the output directory: {err.strerror}"
+            ) from None
+
+
+def _final_link(command: list[str], args_file: str) -> None:
+    """`COMMAND @args_file`, its output and errors on ours; its status passes through."""
+    import subprocess
+
+    argv = [*command, f"@{args_file}"]
+    try:
+        done = subprocess.run(argv, check=False)
+    except OSError as err:
+        raise BadInput(f"{command[0]}: cannot run the final link: {err.strerror}") from None
+    if done.returncode != 0:
+        status = done.returncode if done.returncode > 0 else 128 - done.returncode
+        raise DistLtoError(
+            f"the final link failed (status {status}): {' '.join(argv)}", status=status
+        )
+
+
+def main(argv: list[str]) -> int:
+    opts = build_parser().parse_args(argv)
+    settings = _settings(opts)
+    meta = read_meta(opts.meta)
+    files = job_file(meta, opts)
+    _make_output_dirs(files)
+    reporter = Reporter(
+        len(files.jobs),
+        verbose=settings.verbose,
+        tty=sys.stderr.isatty(),
+        quiet=settings.quiet,
+        prog=PROG,
+    )
+    trace = None
+    if settings.trace is not None:
+        from dist_lto.distribute.trace import Trace
+
+        trace = Trace(settings.trace, f"{PROG} {files.linker_output}")
+    try:
+        distribute.run_jobs(files, settings, reporter, trace)
+        started = trace.now() if trace is not None else 0
+        _final_link(opts.command, meta.final_link_args_output)
+        if trace is not None:
+            trace.name_thread(0, "link")
+            trace.add(
+                0, "final link", "link", started, trace.now(), {"output": files.linker_output}
+            )
+    finally:
+        distribute.write_trace(trace, reporter)
+    return 0
