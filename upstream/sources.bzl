@@ -55,4 +55,5 @@ DIST_LTO_SOURCES = [
     "dist_lto/upstream/opt.py",
     "dist_lto/upstream/plan.py",
     "dist_lto/upstream/prepare.py",
+    "dist_lto/whole_files.py",
 ]

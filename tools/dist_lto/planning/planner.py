@@ -29,7 +29,7 @@ from dist_lto.formats.plans import (
     ObjectPlan,
 )
 from dist_lto.formats.response_file import response_file
-from dist_lto.fsutil import WholeWriter, move, write_atomic, write_direct, write_failure
+from dist_lto.fsutil import move, write_atomic, write_failure
 from dist_lto.llvm import index_step, linkline
 from dist_lto.llvm.index_step import DirListing, Layout
 from dist_lto.llvm.spelling import all_plain, is_plain, norm
@@ -43,6 +43,7 @@ from dist_lto.planning.modules import (
     relative_inside,
 )
 from dist_lto.process import parts
+from dist_lto.whole_files import WholeWriter, write_direct
 
 _NO_IMPORTS: tuple[list[int], list[int], list[tuple[int, int]]] = ([], [], [])
 
@@ -386,7 +387,7 @@ class Planner:
 
     def write_objects(self, objects: list[ObjectInput]) -> None:
         """Write the plans of `objects` (and empty index files for native ones). A plan
-        appears complete or not at all (`fsutil.WholeWriter`), so a planner killed at any point
+        appears complete or not at all (`whole_files.WholeWriter`), so a planner killed at any point
         leaves no empty or partial plan (an empty index file is complete as created). On
         failure what was written is removed."""
         dirs = Dirs()
