@@ -3,9 +3,10 @@ exactly as LLD's in-process backend does, and why the others differ.
 
 For each workload, the same link twice: LLD 22's in-process ThinLTO with
 `--save-temps=prelink` (the native object of every module: the reference), and the
-distributed way, LLD's index step (`--thinlto-index-only`) then `dist-lto opt` per
-module and a native link. Every function is compared object against object (bytes and
-relocations, symbolised: see objcode.py) and classified:
+distributed way, LLD's index step (`--thinlto-index-only`, with the declaration
+imports `dist-lto plan` asks for) then `dist-lto opt` per module and a native link.
+Every function is compared object against object (bytes and relocations, symbolised:
+see objcode.py) and classified:
 
 - identical;
 - relaxed: differs only by GOT loads that LLD relaxes into the reference's `lea`, so
@@ -21,7 +22,7 @@ functions are identical in the linked program (identical or relaxed).
 
     .venv/bin/python bench/parity.py [--workloads lua,zstd,git] [--jobs N]
         [--link-flag=-no-pie ...] [--backend-flag=-fdirect-access-external-data ...]
-        [--index-flag=-Wl,-mllvm,-import-declaration ...]
+        [--index-flag=FLAG ...] [--no-declaration-imports]
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from pathlib import Path
 
 import git_build
 import objcode
+from dist_lto.llvm.index_step import DECLARATION_IMPORTS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from support import workloads
@@ -48,6 +50,8 @@ REPO = Path(__file__).resolve().parent.parent
 OPT = [sys.executable, "-S", "-E", str(REPO / "tools" / "dist_lto" / "__main__.py"), "opt"]
 LLVM_DIS = os.path.join(workloads.LLVM_BIN, "llvm-dis")
 REFERENCE = "inprocess"
+INDEX_STEP = ["-Wl," + ",".join(DECLARATION_IMPORTS)]
+"""What `dist-lto plan` adds to the index step besides its index-only flags."""
 GUID = re.compile(r"guid: (\d+)")
 
 
@@ -213,16 +217,19 @@ def measure(
     link: list[str] | None = None,
     backend: list[str] | None = None,
     index: list[str] | None = None,
+    declaration_imports: bool = True,
 ) -> Parity:
     """Compare `build` linked with the extra `link` flags, its distributed index step
     given the extra `index` flags and its backends the extra `backend` flags, and run
-    both programs. The objects are copied into `work` first,
+    both programs. The index step imports declarations as `dist-lto plan`'s does unless
+    `declaration_imports` is false. The objects are copied into `work` first,
     so `build` stays untouched."""
+    index = [*(INDEX_STEP if declaration_imports else []), *(index or [])]
     copy = workloads.Build(
         build.name, work, build.main, build.library, build.native, build.link_flags
     )
     shutil.copytree(build.root / "obj", work / "obj", dirs_exist_ok=True)
-    result = compare(copy, link_both(copy, link or [], index or [], backend or [], jobs))
+    result = compare(copy, link_both(copy, link or [], index, backend or [], jobs))
     check(copy, work)
     return result
 
@@ -270,8 +277,12 @@ def main() -> int:
         action="append",
         default=[],
         metavar="FLAG",
-        help="an extra flag for the distributed link's index step only (repeatable), e.g."
-        " -Wl,-mllvm,-import-declaration",
+        help="an extra flag for the distributed link's index step only (repeatable)",
+    )
+    parser.add_argument(
+        "--no-declaration-imports",
+        action="store_true",
+        help="leave out the index step's " + " ".join(INDEX_STEP) + " (as dist-lto plan adds it)",
     )
     args = parser.parse_args()
     results = []
@@ -287,6 +298,7 @@ def main() -> int:
                     args.link_flag,
                     args.backend_flag,
                     args.index_flag,
+                    not args.no_declaration_imports,
                 )
             )
             report(results[-1])

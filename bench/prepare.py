@@ -5,7 +5,13 @@
     member's name, built by llvm-ar from Lua's ThinLTO bitcode objects;
 (b) the thin variant of the same archive (llvm-ar cannot extract thin archives,
     so its time is compared with `llvm-ar x` of the regular one), plus the bytes
-    (b) copied into its objects directory (the target is 0).
+    (b) copied into its objects directory (the target is 0);
+(c) upstream Buck2's GNU prepare tool (`dist_lto_prepare_gnu.py` of the prelude bundled
+    in the Buck2 binary, expanded with `buck2 expand-external-cell prelude` into the
+    work directory and run from there, never copied into this project) on the same thin
+    archive, with the same interpreter, next to (b). For a thin archive it runs
+    `file -b` and `llvm-ar t`, checks that each member exists and writes its manifest;
+    ours also reads each member's size and bitcode magic.
 
 Every timed command is a fresh process into a fresh empty directory, as a build
 runs it; rounds alternate the order and the medians are compared. Outputs are
@@ -16,6 +22,7 @@ The start-up and import cost of the interpreter is measured too, to show where
 the time goes. Last line: `prepare/llvm-ar-x: <ratio>` for (a).
 
 Usage: .venv/bin/python bench/prepare.py [--members 5000] [--rounds 7] [--workdir DIR]
+           [--upstream-tool PATH/dist_lto_prepare_gnu.py]
 """
 
 from __future__ import annotations
@@ -30,8 +37,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import orjson
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+from real_buck2 import find_buck2
 from support import workloads
 
 LLVM_AR = os.path.join(workloads.LLVM_BIN, "llvm-ar")
@@ -47,6 +57,31 @@ def _env() -> dict[str, str]:
 
 def _prepare_cmd() -> list[str]:
     return [DIST_LTO] if DIST_LTO else [sys.executable, "-m", "dist_lto"]
+
+
+UPSTREAM_TOOL = "cxx/dist_lto/tools/dist_lto_prepare_gnu.py"
+"""Upstream's prepare tool for GNU targets, inside the prelude cell."""
+
+
+def upstream_tool(work: Path) -> Path:
+    """Expand the prelude bundled in the Buck2 binary into `work` and return the path of
+    its prepare tool (a project of its own, so the daemon is ours; killed afterwards)."""
+    project = work / "upstream-prelude"
+    project.mkdir(exist_ok=True)
+    (project / ".buckroot").touch()
+    (project / ".buckconfig").write_text(
+        "[cells]\nroot = .\nprelude = prelude\n[external_cells]\nprelude = bundled\n"
+    )
+    buck2 = [find_buck2(), "--isolation-dir", "bench-prepare"]
+    try:
+        subprocess.run([*buck2, "expand-external-cell", "prelude"], cwd=project, check=True,
+                       capture_output=True)  # fmt: skip
+    finally:
+        subprocess.run([*buck2, "kill"], cwd=project, capture_output=True)
+    tool = project / "prelude" / UPSTREAM_TOOL
+    if not tool.is_file():
+        raise SystemExit(f"{tool}: not in the expanded prelude")
+    return tool
 
 
 def make_members(work: Path, count: int) -> list[str]:
@@ -105,6 +140,12 @@ class Runner:
         cmd += ["--objects-out", "objects", "--manifest-out", "manifest.json"]
         return timed(cmd, run), run
 
+    def upstream(self, tool: Path, archive: Path) -> tuple[float, Path]:
+        run = self.fresh()
+        cmd = [sys.executable, str(tool), "--archive", str(archive), "--ar", LLVM_AR]
+        cmd += ["--name", archive.name, "--objects-out", "objects", "--manifest-out"]
+        return timed([*cmd, "manifest.json"], run), run
+
 
 def bytes_under(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
@@ -126,6 +167,11 @@ def main() -> int:
     parser.add_argument("--members", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--workdir", help="where to build and extract (default: a temp dir)")
+    parser.add_argument(
+        "--upstream-tool",
+        type=Path,
+        help="upstream's dist_lto_prepare_gnu.py (default: expanded from Buck2's bundled prelude)",
+    )
     args = parser.parse_args()
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-prepare-")).resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -137,12 +183,18 @@ def main() -> int:
         runner.llvm_ar_x(regular)  # warm-up: page cache, bytecode cache
         runner.prepare(regular)
         runner.prepare(thin)
+        tool = args.upstream_tool or upstream_tool(work)
+        _, run = runner.upstream(tool, thin)
+        listed = orjson.loads((run / "manifest.json").read_bytes())["objects"]
+        if len(listed) != len(files):
+            raise SystemExit(f"upstream's tool listed {len(listed)} of {len(files)} members")
+        upstream_times: list[float] = []
         ar_times: list[float] = []
         regular_times: list[float] = []
         thin_times: list[float] = []
         thin_bytes = 0
         for i in range(args.rounds):
-            steps = ["ar", "regular", "thin"]
+            steps = ["ar", "regular", "thin", "upstream"]
             if i % 2:
                 steps.reverse()
             for step in steps:
@@ -150,6 +202,8 @@ def main() -> int:
                     ar_times.append(runner.llvm_ar_x(regular))
                 elif step == "regular":
                     regular_times.append(runner.prepare(regular)[0])
+                elif step == "upstream":
+                    upstream_times.append(runner.upstream(tool, thin)[0])
                 else:
                     seconds, run = runner.prepare(thin)
                     thin_times.append(seconds)
@@ -162,18 +216,22 @@ def main() -> int:
     ar = statistics.median(ar_times)
     reg = statistics.median(regular_times)
     thn = statistics.median(thin_times)
+    up = statistics.median(upstream_times)
     duplicates = len(files) - len({Path(f).name for f in files})
     print(f"archive: {len(files)} members, {duplicates} repeated names, {size_mb:.0f} MB")
     print(f"medians of {args.rounds} rounds (wall seconds):")
     print(f"  llvm-ar x (regular)       {ar:.3f}")
     print(f"  prepare (a) regular       {reg:.3f}")
-    print(f"  prepare (b) thin          {thn:.3f}")
+    print(f"  prepare (b) thin          {thn:.3f}   (fastest {min(thin_times):.3f})")
+    print(f"  upstream (c) thin         {up:.3f}   (fastest {min(upstream_times):.3f})")
     print(f"  python start-up           {bare:.3f}")
     print(f"  start-up + imports        {imported:.3f}")
     work = reg - imported
     print(f"(a) without start-up and imports: {work:.3f}, {work / ar:.2f} of llvm-ar x")
     print(f"(b) thin: bytes copied into the objects directory: {thin_bytes}")
     print(f"(b) thin: prepare/llvm-ar-x: {thn / ar:.2f}")
+    fastest = min(thin_times) / min(upstream_times)
+    print(f"(b)/(c) thin, ours/upstream: {thn / up:.2f} (fastest rounds {fastest:.2f})")
     print(f"prepare/llvm-ar-x: {reg / ar:.2f}")
     return 0
 

@@ -3,19 +3,23 @@
 Every function `dist-lto opt` generates is identical to the in-process one, object
 against object, except where it reaches a symbol of another module through the GOT:
 the module's individual index has no summary for that symbol, so the backend cannot
-know it is defined in the executable (in-process LTO marks it `dso_local`).
+know it is defined in the executable (in-process LTO marks it `dso_local`). The index
+step `dist-lto plan` runs imports declarations, which brings that summary for the
+variables and callees of other modules; what remains are addresses of functions.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import orjson
 import pytest
-from conftest import REPO, Llvm
+from conftest import REPO, Llvm, run_cli
 from support import workloads
 
 sys.path.insert(0, str(REPO / "bench"))  # what is tested here is bench/parity.py's measure
@@ -57,10 +61,10 @@ def cursor_relocations(work: Path) -> tuple[set[int], set[int]]:
     )
 
 
-def test_a_variable_of_another_module_is_read_through_the_got(
+def test_without_declaration_imports_a_variable_of_another_module_is_read_through_the_got(
     small: workloads.Build, tmp_path: Path
 ) -> None:
-    p = parity.measure(small, tmp_path, JOBS)
+    p = parity.measure(small, tmp_path, JOBS, declaration_imports=False)
     # In-process: cmpq $0, cursor(%rip); ours: movq cursor@GOTPCREL(%rip) and a compare.
     assert cursor_relocations(tmp_path) == (
         {objcode.R_X86_64_PC32},
@@ -77,7 +81,7 @@ def test_a_variable_of_another_module_is_read_through_the_got(
 def test_no_backend_flag_makes_it_direct(small: workloads.Build, tmp_path: Path, flag: str) -> None:
     # Code generation for ELF follows the IR's dso_local alone; these flags act when
     # clang generates IR from source, not on bitcode input.
-    p = parity.measure(small, tmp_path, JOBS, backend=[flag])
+    p = parity.measure(small, tmp_path, JOBS, backend=[flag], declaration_imports=False)
     assert p.got == {"obj/main.o": {"main": ["cursor"]}}
 
 
@@ -86,10 +90,45 @@ def test_importing_declarations_at_the_index_step_makes_it_identical(
 ) -> None:
     # The index step then writes a declaration summary of `cursor` (dso_local) into
     # main.o's index; the backend marks the declaration dso_local, as in-process LTO does.
-    p = parity.measure(small, tmp_path, JOBS, index=["-Wl,-mllvm,-import-declaration"])
+    p = parity.measure(small, tmp_path, JOBS)
     assert p.identical == p.total == 2
     assert parity.guid("cursor") in parity.index_guids(tmp_path / "obj/main.o.thinlto.bc")
     assert (tmp_path / "obj/main.o.imports").read_text().split() == ["obj/other.o"]
+
+
+def test_the_planners_index_step_imports_declarations(
+    small: workloads.Build, tmp_path: Path, llvm: Llvm
+) -> None:
+    # `dist-lto plan` runs the index step the way the parity measurements assume: main.o
+    # imports nothing but the declaration of `cursor`, so only that puts other.o in its
+    # imports and `cursor` in its index.
+    work = tmp_path / "w"
+    shutil.copytree(small.root / "obj", work / "obj")
+    objects = [
+        {
+            "kind": "object",
+            "index": i,
+            "path": path,
+            "index_output": f"out/index/{path}.thinlto.bc",
+            "plan_output": f"out/plans/{i}.json",
+            "opt_output": f"out/opt/{i}.o",
+        }
+        for i, path in enumerate(small.objects)
+    ]
+    meta = {
+        "version": 1,
+        "index_dir": "out/index",
+        "link_plan_output": "out/link-plan.json",
+        "final_link_args_output": "out/final-link.args",
+        "groups": [{"pre_flags": [], "post_flags": [], "linkables": objects}],
+    }
+    (work / "meta.json").write_bytes(orjson.dumps(meta))
+    done = run_cli(["plan", "meta.json", "--", llvm.clang, "-fuse-ld=lld", "-o", "app"], cwd=work)
+    assert done.returncode == 0, done.stderr
+    assert (work / "out/index/obj/main.o.imports").read_text().split() == ["obj/other.o"]
+    assert orjson.loads((work / "out/plans/0.json").read_bytes())["imports"] == [1]
+    index = work / "out/index/obj/main.o.thinlto.bc"
+    assert parity.guid("cursor") in parity.index_guids(index)
 
 
 def test_a_non_pic_link_reads_it_through_the_got_too(
@@ -97,7 +136,7 @@ def test_a_non_pic_link_reads_it_through_the_got_too(
 ) -> None:
     # x86-64 code generation loads a declaration that is not dso_local from the GOT
     # whatever the relocation model: the relocation model is not the cause.
-    p = parity.measure(small, tmp_path, JOBS, link=["-no-pie"])
+    p = parity.measure(small, tmp_path, JOBS, link=["-no-pie"], declaration_imports=False)
     assert p.got == {"obj/main.o": {"main": ["cursor"]}}
 
 

@@ -307,7 +307,7 @@ def test_large_replay_in_workers_writes_what_one_process_writes_and_reruns_alike
     """Above PARALLEL_MIN_OBJECTS the planner prefetches `.imports`, forks workers and
     links unnamed files into place; a rerun over existing plans renames instead. All
     three must write the same bytes and leave no temporary file."""
-    from dist_lto.commands.plan import PARALLEL_MIN_OBJECTS
+    from dist_lto.planning.planner import PARALLEL_MIN_OBJECTS
     from support import synthetic_link as bench_plan
 
     n = PARALLEL_MIN_OBJECTS * 10 // 9 + 100  # 90% of the modules are objects

@@ -21,12 +21,44 @@ import pytest
 from conftest import Llvm
 from dist_lto import cli
 from dist_lto.archive.ar_headers import read_thin_members
-from dist_lto.commands.prepare import UnsafeName, assign_paths, directories_of, safe_path
+from dist_lto.commands import prepare as prepare_command
+from dist_lto.commands.prepare import (
+    UnsafeName,
+    _check_name_characters,
+    _relative_prefix,
+    assign_paths,
+    directories_of,
+    safe_path,
+)
 from dist_lto.errors import BadInput
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 NAME_CHARS = st.sampled_from(["a", "b", "o", ".", "/", "~", "2", "é", " ", "\n", "_"])
+
+
+DIRS = st.lists(st.sampled_from(["a", "b", "c"]), max_size=4).map(lambda p: "/" + "/".join(p))
+PLAIN = st.lists(st.sampled_from(["a", "b", "x.o"]), min_size=1, max_size=3).map("/".join)
+
+
+@given(DIRS, DIRS, PLAIN)
+def test_thin_member_manifest_paths_match_relpath(base: str, start: str, name: str) -> None:
+    # The thin path's shortcut for plain names against the reference it replaces.
+    prefix = _relative_prefix(base, start)
+    expected = os.path.relpath(os.path.normpath(os.path.join(base, name)), start)
+    assert prefix is None or prefix + name == expected
+    assert prefix is not None or start.startswith(base.rstrip("/") + "/")
+
+
+@given(st.text(max_size=12))
+def test_control_characters_in_member_names_are_refused_exactly(name: str) -> None:
+    refused = any(c < " " or c == "\x7f" for c in name)
+    try:
+        _check_name_characters("a.a", name, 0)
+    except BadInput:
+        assert refused
+    else:
+        assert not refused
 
 
 @given(st.text(NAME_CHARS, max_size=24))
@@ -251,3 +283,47 @@ def test_any_member_names_round_trip_through_llvm_ar(
         for i, member in enumerate(manifest["members"]):
             assert (root / member["path"]).read_bytes() == b"member %d\n" % i
         assert sum(1 for p in (root / "objects").rglob("*")) == len(names)
+
+
+PREPARE_OPTION = st.one_of(
+    st.tuples(
+        st.sampled_from(["--archive", "--objects-out", "--manifest-out"]),
+        st.text("abxy./-_=", min_size=1, max_size=8),
+    ),
+    st.tuples(st.sampled_from(["--arch", "--bogus", "-h", "--archive", "x"])),
+)
+
+
+@st.composite
+def prepare_command_lines(draw: st.DrawFn) -> list[str]:
+    argv: list[str] = []
+    for option in draw(st.lists(PREPARE_OPTION, max_size=6)):
+        if len(option) == 2 and draw(st.booleans()):
+            argv.append(f"{option[0]}={option[1]}")
+        else:
+            argv.extend(option)
+    return argv
+
+
+@given(argv=prepare_command_lines())
+@settings(max_examples=300, deadline=None)
+def test_prepare_fast_parser_agrees_with_argparse(argv: list[str]) -> None:
+    fast = prepare_command._parse_fast(argv)
+    if fast is None:
+        return  # argparse decides: it is what main falls back to
+    with redirect_stderr(io.StringIO()):
+        try:
+            reference = prepare_command._parser().parse_args(argv)
+        except SystemExit:
+            reference = None
+    assert reference is not None, argv
+    for name in prepare_command.Options.__slots__:
+        assert getattr(fast, name) == getattr(reference, name), (name, argv)
+
+
+def test_prepare_fast_parser_takes_the_usual_command_line() -> None:
+    argv = ["--archive", "lib.a", "--objects-out=out/objects", "--manifest-out", "out/m.json"]
+    parsed = prepare_command._parse_fast(argv)
+    assert parsed is not None
+    assert (parsed.archive, parsed.objects_out, parsed.manifest_out) == (
+        "lib.a", "out/objects", "out/m.json")  # fmt: skip

@@ -47,6 +47,9 @@ DIST_LTO_SOURCES = [
     "dist_lto/llvm/spelling.py",
     "dist_lto/llvm/summary.py",
     "dist_lto/llvm/toolchain.py",
+    "dist_lto/planning/__init__.py",
+    "dist_lto/planning/modules.py",
+    "dist_lto/planning/planner.py",
     "dist_lto/process/__init__.py",
     "dist_lto/process/forkserver.py",
     "dist_lto/process/parts.py",
@@ -56,4 +59,5 @@ DIST_LTO_SOURCES = [
     "dist_lto/upstream/opt.py",
     "dist_lto/upstream/plan.py",
     "dist_lto/upstream/prepare.py",
+    "dist_lto/whole_files.py",
 ]

@@ -40,7 +40,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 """Subcommand name -> (module under `dist_lto`, one-line summary), in the order `--help`
 lists them. Commands parse argv and orchestrate; the work lives in `formats`, `llvm`,
-`archive`, `process` and `distribute`."""
+`archive`, `process`, `planning` and `distribute`."""
 
 _USAGE = "usage: dist-lto [-h] [-V] {%s} ..."
 

@@ -14,7 +14,6 @@ place only on success.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import errno
 import os
@@ -24,12 +23,16 @@ from typing import Any
 
 from dist_lto import TYPE_CHECKING, fsutil
 from dist_lto.archive.ar_headers import ARCH_MAGIC, THIN_MAGIC, read_thin_members
+from dist_lto.cli import parse, scan
 from dist_lto.errors import BadInput
 from dist_lto.formats import jsonio
 from dist_lto.formats.manifest import Entry, manifest_document
 from dist_lto.llvm.bitcode import is_bitcode
+from dist_lto.llvm.spelling import is_plain
 
 if TYPE_CHECKING:
+    import argparse
+
     from dist_lto.archive.reader import RegularArchive
 
 NAME_MAX = 255
@@ -199,6 +202,8 @@ def _check_name_characters(archive: str, name: str, position: int) -> None:
     """Refuse a name with a control character (a newline, a NUL, an escape): it would be
     extracted, then break every line-based file that names it (`.imports`, argument
     files) and every message that shows it."""
+    if name.isascii() and name.isprintable():
+        return  # printable ASCII: no control character
     for char in name:
         if char < " " or char == "\x7f":
             problem = f"name contains the control character U+{ord(char):04X}"
@@ -313,10 +318,32 @@ def prepare_thin(archive_path: str, data: bytes, outputs: Outputs) -> list[Entry
     manifest_dir = os.path.dirname(os.path.abspath(outputs.manifest))
     linker_base = os.path.dirname(archive_path)
     lexical_base = os.path.dirname(os.path.abspath(archive_path))
+    # A plain name (relative, no empty, `.` or `..` part) reaches the same file from
+    # both bases when they are one directory, and its manifest path is the base's
+    # relative path plus the name: no second stat, no normpath or relpath per member.
+    plain_base = _same_directory(linker_base or ".", lexical_base)
+    prefix = _relative_prefix(lexical_base, manifest_dir)
     entries: list[Entry] = []
     for position, member in enumerate(members):
         name = _decode(member.name, archive_path, position)
         _check_name_characters(archive_path, name, position)
+        if plain_base and is_plain(name):
+            opened = f"{linker_base}/{name}" if linker_base else name
+            info, head = _probe(opened, archive_path, name, position)
+            entries.append(
+                {
+                    "name": name,
+                    "position": position,
+                    "path": (
+                        prefix + name
+                        if prefix is not None
+                        else os.path.relpath(os.path.join(lexical_base, name), manifest_dir)
+                    ),
+                    "size": info.st_size,
+                    "bitcode": is_bitcode(head),
+                }
+            )
+            continue
         # The linker opens the member as dirname(archive)/name through the kernel;
         # the manifest spells it relative to its own directory, resolved lexically.
         opened = os.path.join(linker_base, name)
@@ -342,6 +369,25 @@ def prepare_thin(archive_path: str, data: bytes, outputs: Outputs) -> list[Entry
             }
         )
     return entries
+
+
+def _same_directory(a: str, b: str) -> bool:
+    try:
+        x, y = os.stat(a), os.stat(b)
+    except OSError:
+        return False
+    return (x.st_dev, x.st_ino) == (y.st_dev, y.st_ino)
+
+
+def _relative_prefix(base: str, start: str) -> str | None:
+    """What `os.path.relpath(base + "/" + name, start)` puts before a plain `name` (both
+    directories absolute and normal), or None when `start` lies below `base`, where
+    the name's own first parts may cancel part of the way."""
+    if start == base:
+        return ""
+    if start.startswith(base.rstrip("/") + "/"):
+        return None
+    return os.path.relpath(base, start) + "/"
 
 
 def _probe(path: str, archive: str, name: str, position: int) -> tuple[os.stat_result, bytes]:
@@ -481,7 +527,35 @@ def _publish(staging: str, objects_dir: str, made: Created) -> None:
     os.rmdir(staging)
 
 
+class Options:
+    """The parsed command line."""
+
+    __slots__ = ("archive", "manifest_out", "objects_out")
+
+    def __init__(self) -> None:
+        self.archive = ""
+        self.objects_out = ""
+        self.manifest_out = ""
+
+
+_VALUE_OPTIONS = {"--archive": "archive", "--objects-out": "objects_out",
+                  "--manifest-out": "manifest_out"}  # fmt: skip
+
+
+def _parse_fast(argv: list[str]) -> Options | None:
+    """The usual command line without argparse (a build runs prepare once per archive);
+    None sends anything else to argparse."""
+    opts = Options()
+    positional = scan(argv, opts, _VALUE_OPTIONS, {})
+    if positional != [] or not (opts.archive and opts.objects_out and opts.manifest_out):
+        return None
+    return opts
+
+
 def _parser() -> argparse.ArgumentParser:
+    """The argparse parser: the reference for `--help` and for error messages."""
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="dist-lto prepare",
         description=(
@@ -519,6 +593,6 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
+    args = parse(argv, _parse_fast, _parser, Options)
     prepare(args.archive, args.objects_out, args.manifest_out)
     return 0

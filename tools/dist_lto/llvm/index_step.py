@@ -32,6 +32,12 @@ IMPORTS_SUFFIX = ".imports"
 GUARD = "_/"
 """One level inserted below the index directory per `..` an input climbs above its start."""
 
+DECLARATION_IMPORTS = ("-mllvm", "-import-declaration")
+"""The thin link records a declaration summary (with its `dso_local` bit) for a callee or
+variable of another module that it does not import, so the backend addresses it
+directly as in-process ThinLTO does, not through the GOT (docs/parity.md). No code is
+imported: program behaviour does not change."""
+
 LINKER_PROGRAMS = re.compile(r"(ld|lld|ld\.lld|ld64\.lld|ld\.gold|ld\.bfd)(-[0-9.]+)?")
 """Programs taking linker flags directly (`ld.lld-22` too); anything else is a compiler
 driver, given linker flags as `-Wl,`."""
@@ -70,7 +76,9 @@ class Layout:
             "--thinlto-emit-imports-files",
             f"--thinlto-prefix-replace=;{self.prefix}",
         ]
-        return flags if raw_linker else ["-Wl," + f for f in flags]
+        if raw_linker:
+            return [*flags, *DECLARATION_IMPORTS]
+        return ["-Wl," + f for f in flags] + ["-Wl," + ",".join(DECLARATION_IMPORTS)]
 
 
 def is_raw_linker(command: list[str]) -> bool:

@@ -32,11 +32,11 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 
-from dist_lto.commands import plan as ours
 from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.formats import jsonio
 from dist_lto.formats.response_file import parse_response_file, response_file
 from dist_lto.fsutil import write_atomic
+from dist_lto.planning import planner as ours
 from dist_lto.upstream.layout import manifest_for, objects_dir_for, opt_objects_dir_for
 
 _META_LINES = 7
