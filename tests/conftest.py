@@ -29,9 +29,9 @@ settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
-SLOW_FIXTURES = {"lua_objects", "zstd_objects", "lua_thin_index", "engine"}
-"""Fixtures that compile a real program from Debian's sources or start the BuildBarn
-engine: a test using one (directly or through another fixture) is `slow`."""
+SLOW_FIXTURES = {"lua_objects", "zstd_objects", "lua_thin_index", "engine", "chromium"}
+"""Fixtures that compile a real program from Debian's sources, start the BuildBarn
+engine or a browser: a test using one (directly or through another fixture) is `slow`."""
 SLOW_MODULES = {"test_buck2_examples", "test_buck2_remote", "test_buck2_rules",
                 "test_upstream_buck2", "test_kill", "test_determinism", "test_fuzz"}  # fmt: skip
 """Modules whose every test drives real Buck2 or whole real pipelines."""
