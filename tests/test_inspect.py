@@ -19,6 +19,7 @@ from dist_lto.report import drawing, model, text
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import browser, synthetic_link, workloads
+from support.budget import examples
 
 CAPTURED = REPO / "examples" / "captured"
 SVG = "{http://www.w3.org/2000/svg}"
@@ -106,7 +107,7 @@ def test_longest_backend_is_the_one_reading_the_most_bytes() -> None:
     assert "       430 B  obj/6.o (object 6, 3 imports)\n" in summary
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.integers(0, 40), min_size=1, max_size=60), st.sampled_from([0.5, 0.95]))
 def test_percentile_is_the_nearest_rank(values: list[int], fraction: float) -> None:
     values.sort()
@@ -191,7 +192,7 @@ def test_neighbourhood_svg_cuts_crowded_columns_and_counts_the_rest() -> None:
     assert "… 25 more" in [t.text for t in root.findall(f"{SVG}text")]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(st.integers(0, 5000), max_size=80))
 def test_buckets_count_every_value_once_in_the_range_it_names(values: list[int]) -> None:
     rows = model.buckets(values)
