@@ -37,11 +37,12 @@ SLOW_MODULES = {"test_buck2_examples", "test_buck2_remote", "test_buck2_rules",
                 "test_upstream_buck2", "test_kill", "test_determinism", "test_fuzz"}  # fmt: skip
 """Modules whose every test drives real Buck2 or whole real pipelines."""
 SLOW_TESTS = {
-    "test_o3_non_pie_link_also_equals_in_process",  # compiles Lua itself
-    "test_large_replay_in_workers_writes_what_one_process_writes_and_reruns_alike",  # plans a large link twice
-    "test_eight_links_sharing_one_cache_with_a_pruner_running_all_work",  # a load test
+    "test_o3_non_pie_link_also_equals_in_process",
+    "test_large_replay_in_workers_writes_what_one_process_writes_and_reruns_alike",
+    "test_eight_links_sharing_one_cache_with_a_pruner_running_all_work",
 }
-"""Tests that take many seconds through no slow fixture."""
+"""Tests that take many seconds through no slow fixture: one compiles Lua itself, one
+plans a large synthetic link twice, one is a load test of eight links at once."""
 
 # The inner loop tries a tenth of each property test's examples (`support.budget`);
 # CI and full runs keep every test's whole budget.

@@ -11,16 +11,11 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, Llvm
-from support import workloads
-
-sys.path.insert(0, str(REPO / "bench"))  # what is tested here is bench/parity.py's measure
-import objcode
-import parity
+from conftest import Llvm
+from support import objcode, parity, workloads
 
 JOBS = len(os.sched_getaffinity(0))
 
