@@ -164,6 +164,28 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[buildbarn.Engin
     running.stop()
 
 
+CAPTURED = REPO / "examples" / "captured"
+
+
+@pytest.fixture
+def captured(tmp_path: Path) -> Path:
+    """A private copy of examples/captured: a small link LLD 22 planned, with its index."""
+    dest = tmp_path / "captured"
+    shutil.copytree(CAPTURED, dest)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def real_object(tmp_path_factory: pytest.TempPathFactory, llvm: Llvm) -> Path:
+    """A genuine native object (real clang) without debug information, for fake
+    compilers that copy or damage one (read-only)."""
+    src = tmp_path_factory.mktemp("obj") / "f.c"
+    src.write_text("int f(int x) { return x + 1; }\n")
+    subprocess.run([llvm.clang, "-O2", "-c", str(src), "-o", str(src.with_suffix(".o"))],
+                   check=True)  # fmt: skip
+    return src.with_suffix(".o")
+
+
 # ---------------------------------------------------------------------------------
 # LLD's DTLTO (`dist-lto distribute`)
 

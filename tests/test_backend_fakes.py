@@ -18,7 +18,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import Llvm
 from dist_lto.backend import BackendFailed, run_backend
 from dist_lto.distribute.result_cache import compiler_identity
 from dist_lto.errors import BadInput
@@ -55,14 +54,9 @@ def writes(data: bytes, dwo: bytes | None = None) -> Callable[[FakePopen], None]
     return body
 
 
-@pytest.fixture(scope="module")
-def real_object(tmp_path_factory: pytest.TempPathFactory, llvm: Llvm) -> bytes:
-    """A genuine native object (real clang), for fakes that copy or damage one."""
-    src = tmp_path_factory.mktemp("obj") / "f.c"
-    src.write_text("int f(int x) { return x + 1; }\n")
-    subprocess.run([llvm.clang, "-O2", "-c", str(src), "-o", str(src.with_suffix(".o"))],
-                   check=True)  # fmt: skip
-    return src.with_suffix(".o").read_bytes()
+@pytest.fixture
+def object_bytes(real_object: Path) -> bytes:
+    return real_object.read_bytes()
 
 
 def run(tmp_path: Path, dwo: bool = False) -> bytes:
@@ -90,10 +84,10 @@ EXIT_0_WRONG_OBJECT = {
 @pytest.mark.parametrize(("damage", "message"), EXIT_0_WRONG_OBJECT.values(),
                          ids=EXIT_0_WRONG_OBJECT.keys())  # fmt: skip
 def test_a_compiler_exiting_0_with_a_wrong_object_fails_and_leaves_nothing(
-    fp: FakeProcess, tmp_path: Path, real_object: bytes,
+    fp: FakeProcess, tmp_path: Path, object_bytes: bytes,
     damage: Callable[[bytes], bytes], message: str,
 ) -> None:  # fmt: skip
-    fp.register([CLANG, fp.any()], callback=writes(damage(real_object)), returncode=0)
+    fp.register([CLANG, fp.any()], callback=writes(damage(object_bytes)), returncode=0)
     with pytest.raises(BackendFailed) as failed:
         run(tmp_path)
     assert failed.value.status == 1
@@ -113,11 +107,11 @@ def test_a_compiler_exiting_0_without_any_output_fails(fp: FakeProcess, tmp_path
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGSEGV])
 def test_a_compiler_killed_after_writing_a_whole_object_fails_with_128_plus_n(
-    fp: FakeProcess, tmp_path: Path, real_object: bytes, sig: signal.Signals
+    fp: FakeProcess, tmp_path: Path, object_bytes: bytes, sig: signal.Signals
 ) -> None:
     """The object at the temporary name is complete and valid: only the status says
     the compiler did not finish, and that decides."""
-    fp.register([CLANG, fp.any()], callback=writes(real_object, dwo=b"split"), returncode=-sig)
+    fp.register([CLANG, fp.any()], callback=writes(object_bytes, dwo=b"split"), returncode=-sig)
     with pytest.raises(BackendFailed) as failed:
         run(tmp_path, dwo=True)
     assert failed.value.status == 128 + sig
@@ -126,13 +120,13 @@ def test_a_compiler_killed_after_writing_a_whole_object_fails_with_128_plus_n(
 
 
 def test_a_compiler_that_succeeds_gets_its_object_and_dwo_renamed_into_place(
-    fp: FakeProcess, tmp_path: Path, real_object: bytes
+    fp: FakeProcess, tmp_path: Path, object_bytes: bytes
 ) -> None:
-    fp.register([CLANG, fp.any()], callback=writes(real_object, dwo=b"split"), returncode=0,
+    fp.register([CLANG, fp.any()], callback=writes(object_bytes, dwo=b"split"), returncode=0,
                 stderr=b"warning: odd\n")  # fmt: skip
     assert run(tmp_path, dwo=True) == b"warning: odd\n"
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["m.opt.dwo", "m.opt.o"]
-    assert (tmp_path / "out" / "m.opt.o").read_bytes() == real_object
+    assert (tmp_path / "out" / "m.opt.o").read_bytes() == object_bytes
     (call,) = fp.calls
     args = [str(a) for a in call]
     # The compiler writes private temporaries; the final names appear only on success.

@@ -52,16 +52,6 @@ def leftovers(directory: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def real_object(tmp_path_factory: pytest.TempPathFactory, llvm: Llvm) -> Path:
-    """A genuine native object without debug information."""
-    src = tmp_path_factory.mktemp("obj") / "f.c"
-    src.write_text("int f(int x) { return x + 1; }\n")
-    subprocess.run([llvm.clang, "-O2", "-c", str(src), "-o", str(src.with_suffix(".o"))],
-                   check=True)  # fmt: skip
-    return src.with_suffix(".o")
-
-
-@pytest.fixture(scope="module")
 def debug_object(tmp_path_factory: pytest.TempPathFactory, llvm: Llvm) -> Path:
     """A genuine native object with (unsplit) debug information."""
     src = tmp_path_factory.mktemp("dbg") / "g.c"

@@ -14,22 +14,15 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import REPO, Llvm, run_cli
+from conftest import Llvm, run_cli
 from dist_lto.report import drawing, model, text
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import browser, synthetic_link, workloads
 from support.budget import examples
+from support.lua_link import PREPARE_ARGV, lua_meta
 
-CAPTURED = REPO / "examples" / "captured"
 SVG = "{http://www.w3.org/2000/svg}"
-
-
-@pytest.fixture
-def captured(tmp_path: Path) -> Path:
-    dest = tmp_path / "captured"
-    shutil.copytree(CAPTURED, dest)
-    return dest
 
 
 def test_summary_of_the_captured_link_counts_inputs_backends_and_imports(captured: Path) -> None:
@@ -314,23 +307,9 @@ def test_report_of_a_real_link_reads_in_a_real_browser(
     root = tmp_path / "lua"
     shutil.copytree(lua_objects.root, root, symlinks=True)
     subprocess.run([llvm.ar, "rcs", "liblua.a", *lua_objects.library], cwd=root, check=True)
-    done = run_cli(["prepare", "--archive", "liblua.a", "--objects-out", "prep/lua/objects",
-                    "--manifest-out", "prep/lua/manifest.json"], cwd=root)  # fmt: skip
+    done = run_cli(PREPARE_ARGV, cwd=root)
     assert done.returncode == 0, done.stderr
-    objects = [
-        {"kind": "object", "index": i, "path": p, "index_output": f"out/index/{p}.thinlto.bc",
-         "plan_output": f"out/plans/{i}.json", "opt_output": f"out/opt/{i}.o"}
-        for i, p in enumerate(lua_objects.main)
-    ]  # fmt: skip
-    lib = {"kind": "archive", "index": 0, "manifest": "prep/lua/manifest.json",
-           "plan_output": "out/archive-plans/0.json", "index_dir": "out/archive-index/0",
-           "opt_objects_dir": "out/archive-opt/0"}  # fmt: skip
-    meta = {
-        "version": 1, "index_dir": "out/index", "link_plan_output": "out/link-plan.json",
-        "final_link_args_output": "out/final-link.args",
-        "groups": [{"linkables": objects}, {"linkables": [lib]},
-                   {"linkables": [{"kind": "args", "args": lua_objects.link_flags}]}],
-    }  # fmt: skip
+    meta = lua_meta(lua_objects)
     (root / "meta.json").write_bytes(orjson.dumps(meta))
     done = run_cli(["plan", "meta.json", "--", llvm.clang, "-fuse-ld=lld", "-O2", "-o", "lua"],
                    cwd=root)  # fmt: skip
