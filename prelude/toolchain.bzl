@@ -6,6 +6,12 @@
 # package is different: its sources are artifacts, passed to every action that runs
 # it, so a remote worker needs nothing of ours installed.
 
+# The package action and `dist_lto_command` are shared with the tools for Buck2's
+# upstream prelude (upstream/defs.bzl).
+load("//dist_lto_package.bzl", "compile_dist_lto_package", _dist_lto_command = "dist_lto_command")
+
+dist_lto_command = _dist_lto_command
+
 LlvmToolchainInfo = provider(
     doc = "How to run clang, lld, llvm-ar, rustc and the dist-lto tools.",
     fields = {
@@ -30,50 +36,9 @@ LlvmToolchainInfo = provider(
     },
 )
 
-def dist_lto_command(python: str, pkg: Artifact, subcommand: str, fast: bool = False):
-    """The command line that runs `dist-lto SUBCOMMAND` from the package directory.
-
-    Args:
-        python: the interpreter (the real binary, never a shim: docs/opt.md).
-        pkg: the directory holding the `dist_lto` package and its bytecode.
-        subcommand: `prepare`, `plan` or `opt`.
-        fast: start with -S -E (no site-packages, no PYTHON* variables): only for the
-            standard-library-only `opt`, which runs once per module.
-    """
-    return cmd_args(
-        python,
-        ["-S", "-E"] if fast else [],
-        cmd_args(pkg, format = "{}/dist_lto/__main__.py"),
-        subcommand,
-    )
-
-# Copies the package and compiles its bytecode (docs/opt.md: without __pycache__ every
-# opt action would compile the modules again). Unchecked hashes: the .pyc files do not
-# depend on file times, so the output is reproducible.
-_COMPILE_PACKAGE = """
-import compileall, py_compile, shutil, sys
-src, dst = sys.argv[1:3]
-shutil.copytree(src, dst)
-ok = compileall.compile_dir(dst, quiet=1, invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
-sys.exit(0 if ok else 1)
-"""
-
 def _llvm_toolchain_impl(ctx: AnalysisContext) -> list[Provider]:
     bin = ctx.attrs.llvm_bin
-    tree = {}
-    for src in ctx.attrs.dist_lto_srcs:
-        rel = src.short_path
-        i = rel.find("dist_lto/")
-        if i < 0:
-            fail("llvm_toolchain: dist_lto_srcs must lie in a `dist_lto/` directory, got `{}`".format(rel))
-        tree[rel[i:]] = src
-    sources = ctx.actions.symlinked_dir("dist_lto_src", tree)
-    pkg = ctx.actions.declare_output("dist_lto_pkg", dir = True)
-    ctx.actions.run(
-        cmd_args(ctx.attrs.opt_python, "-S", "-E", "-c", _COMPILE_PACKAGE, sources, pkg.as_output()),
-        category = "python_compile",
-        identifier = "dist_lto",
-    )
+    pkg = compile_dist_lto_package(ctx, ctx.attrs.opt_python, ctx.attrs.dist_lto_srcs, "llvm_toolchain: dist_lto_srcs")
     return [
         DefaultInfo(default_output = pkg),
         LlvmToolchainInfo(

@@ -29,19 +29,42 @@ settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
-SLOW_FIXTURES = {"lua_objects", "zstd_objects", "lua_thin_index", "engine"}
-"""Fixtures that compile a real program from Debian's sources or start the BuildBarn
-engine: a test using one (directly or through another fixture) is `slow`."""
+SLOW_FIXTURES = {"lua_objects", "zstd_objects", "lua_thin_index", "engine", "chromium",
+                 "lua", "zstd", "lua_distributed"}  # fmt: skip
+"""Fixtures that compile a real program from Debian's sources, start the BuildBarn
+engine or a browser: a test using one (directly or through another fixture) is `slow`."""
 SLOW_MODULES = {"test_buck2_examples", "test_buck2_remote", "test_buck2_rules",
                 "test_upstream_buck2", "test_kill", "test_determinism", "test_fuzz"}  # fmt: skip
 """Modules whose every test drives real Buck2 or whole real pipelines."""
+SLOW_TESTS = {
+    "test_o3_non_pie_link_also_equals_in_process",
+    "test_large_replay_in_workers_writes_what_one_process_writes_and_reruns_alike",
+    "test_eight_links_sharing_one_cache_with_a_pruner_running_all_work",
+}
+"""Tests that take many seconds through no slow fixture: one compiles Lua itself, one
+plans a large synthetic link twice, one is a load test of eight links at once."""
+
+# The inner loop tries a tenth of each property test's examples (`support.budget`);
+# CI and full runs keep every test's whole budget.
+INNER_LOOP_EXAMPLES = 10
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if "not slow" in " ".join(str(config.getoption("markexpr", "")).split()):
+        settings.register_profile("inner-loop", settings.default, max_examples=INNER_LOOP_EXAMPLES)
+        settings.load_profile("inner-loop")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """`pytest -m "not slow"` is the inner loop; CI runs everything."""
     for item in items:
         module = item.module.__name__ if item.module else ""
-        if module in SLOW_MODULES or SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        name = getattr(item, "originalname", item.name)
+        if (
+            module in SLOW_MODULES
+            or name in SLOW_TESTS
+            or SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))
+        ):
             item.add_marker(pytest.mark.slow)
 
 
@@ -139,6 +162,28 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[buildbarn.Engin
         pytest.fail(f"the BuildBarn engine did not start (run `bash .ci/setup`): {err}")
     yield running
     running.stop()
+
+
+CAPTURED = REPO / "examples" / "captured"
+
+
+@pytest.fixture
+def captured(tmp_path: Path) -> Path:
+    """A private copy of examples/captured: a small link LLD 22 planned, with its index."""
+    dest = tmp_path / "captured"
+    shutil.copytree(CAPTURED, dest)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def real_object(tmp_path_factory: pytest.TempPathFactory, llvm: Llvm) -> Path:
+    """A genuine native object (real clang) without debug information, for fake
+    compilers that copy or damage one (read-only)."""
+    src = tmp_path_factory.mktemp("obj") / "f.c"
+    src.write_text("int f(int x) { return x + 1; }\n")
+    subprocess.run([llvm.clang, "-O2", "-c", str(src), "-o", str(src.with_suffix(".o"))],
+                   check=True)  # fmt: skip
+    return src.with_suffix(".o")
 
 
 # ---------------------------------------------------------------------------------

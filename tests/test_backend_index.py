@@ -19,6 +19,7 @@ from dist_lto.llvm.bitcode import (
 from dist_lto.llvm.toolchain import tool
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.budget import examples
 
 
 def bcanalyzer_module_paths(index: Path) -> list[bytes]:
@@ -211,7 +212,7 @@ def module_entries(draw: st.DrawFn) -> tuple[bytes, str]:
     width=st.integers(3, 8),
     junk=st.booleans(),
 )
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 def test_module_paths_round_trip_through_every_string_encoding(
     paths: list[tuple[bytes, str]], skip: bool, width: int, junk: bool
 ) -> None:
@@ -221,7 +222,7 @@ def test_module_paths_round_trip_through_every_string_encoding(
 
 
 @given(data=st.binary(max_size=300))
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 def test_arbitrary_bytes_are_rejected_cleanly(data: bytes) -> None:
     for candidate in (data, BITCODE_MAGIC + data):
         with contextlib.suppress(ValueError):
@@ -229,7 +230,7 @@ def test_arbitrary_bytes_are_rejected_cleanly(data: bytes) -> None:
 
 
 @given(cut=st.integers(0, 10_000), flip=st.integers(0, 80_000))
-@settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(200), suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_damaged_real_index_never_crashes_the_reader(
     lua_thin_index: ThinIndex, cut: int, flip: int
 ) -> None:
@@ -286,7 +287,7 @@ def test_every_real_lua_module_carries_the_hash_its_index_recorded(
 
 
 @given(flips=st.lists(st.integers(0, 1 << 22), min_size=1, max_size=4))
-@settings(max_examples=150, deadline=None,
+@settings(max_examples=examples(150), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
 def test_a_damaged_module_is_judged_or_rejected_never_crashes(
     lua_module_and_hash: tuple[bytes, tuple[int, ...]], flips: list[int]

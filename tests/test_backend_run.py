@@ -12,15 +12,14 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, Llvm, ThinIndex
+from conftest import Llvm, ThinIndex
 from dist_lto.llvm.toolchain import tool
+from support.opt_command import OPT, opt_command
 
-OPT = [sys.executable, "-S", "-E", str(REPO / "tools" / "dist_lto" / "__main__.py"), "opt"]
 MODULE = "obj/lzio.o"
 
 
@@ -44,24 +43,12 @@ def run_opt(
     index: ThinIndex, out: Path, clang: str, *extra: str
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*OPT, "--input", MODULE, "--index", f"{MODULE}.thinlto.bc", "--out", str(out), *extra,
-         "--", clang],
-        cwd=index.root, capture_output=True, text=True,
-    )  # fmt: skip
+        opt_command(MODULE, out, clang, *extra), cwd=index.root, capture_output=True, text=True
+    )
 
 
 def leftovers(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir() if p.name.startswith("."))
-
-
-@pytest.fixture(scope="module")
-def real_object(tmp_path_factory: pytest.TempPathFactory, llvm: Llvm) -> Path:
-    """A genuine native object without debug information."""
-    src = tmp_path_factory.mktemp("obj") / "f.c"
-    src.write_text("int f(int x) { return x + 1; }\n")
-    subprocess.run([llvm.clang, "-O2", "-c", str(src), "-o", str(src.with_suffix(".o"))],
-                   check=True)  # fmt: skip
-    return src.with_suffix(".o")
 
 
 @pytest.fixture(scope="module")

@@ -31,6 +31,7 @@ from dist_lto.llvm.bitcode import read_index_records
 from dist_lto.llvm.summary import canonical_summary
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.budget import examples
 
 IDENTITY = "0" * 64
 
@@ -116,7 +117,7 @@ def test_read_index_records_rejects_what_is_not_an_index() -> None:
 
 
 @given(data=st.binary(max_size=200))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_read_index_records_never_fails_otherwise_on_arbitrary_bytes(data: bytes) -> None:
     with contextlib.suppress(ValueError):
         read_index_records(b"BC\xc0\xde" + data)
@@ -128,7 +129,7 @@ def lua_index_bytes(lua_thin_index: ThinIndex) -> bytes:
 
 
 @given(flips=st.lists(st.integers(0, 1 << 20), min_size=1, max_size=4))
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 def test_a_damaged_real_index_is_taken_apart_or_rejected(
     lua_index_bytes: bytes, flips: list[int]
 ) -> None:
@@ -169,7 +170,7 @@ SAME_NUMBERS = {k: k for k in GUIDS}
     numbering=st.permutations(list(GUIDS)).map(lambda p: dict(zip(GUIDS, p, strict=True))),
     order=st.permutations(range(8)),
 )
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 def test_a_summary_renumbered_and_reordered_is_the_same(
     numbering: dict[int, int], order: list[int]
 ) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from conftest import Llvm, run_cli
 from dist_lto.formats.plans import read_archive_plan, read_object_plan
 from support import workloads
-from test_kill import lua_meta
+from support.lua_link import PREPARE_ARGV, lua_meta
 
 OPT = [
     sys.executable,
@@ -35,8 +35,7 @@ def pipeline(root: Path, build: workloads.Build, llvm: Llvm) -> None:
     """prepare, plan, opt, link in `root` (which holds the objects under obj/)."""
     subprocess.run([llvm.ar, "rcs", "liblua.a", *build.library], cwd=root, check=True)
     steps = [
-        ["prepare", "--archive", "liblua.a", "--objects-out", "prep/lua/objects",
-         "--manifest-out", "prep/lua/manifest.json"],
+        PREPARE_ARGV,
         ["plan", "meta.json", "--", llvm.clang, *LINK, "-o", "lua"],
     ]  # fmt: skip
     (root / "meta.json").write_text(json.dumps(lua_meta(build)))

@@ -15,6 +15,7 @@ from conftest import DtltoLink, run_cli
 from dist_lto.commands import distribute
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.budget import examples
 
 
 def test_help_documents_every_option() -> None:
@@ -82,7 +83,7 @@ def argparse_result(argv: list[str]) -> argparse.Namespace | None:
 
 
 @given(argv=command_lines())
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 def test_fast_parser_agrees_with_argparse(argv: list[str]) -> None:
     fast = distribute._parse_fast(argv)
     if fast is None:

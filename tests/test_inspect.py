@@ -1,28 +1,28 @@
-"""`dist-lto inspect` on the captured example and on synthetic planned links."""
+"""`dist-lto inspect` on the captured example, on a real planned link (Lua) and on a
+synthetic planned link of 10,000 modules; the HTML report is looked at in a real
+headless browser."""
 
 from __future__ import annotations
 
 import re
 import shutil
+import subprocess
 import xml.etree.ElementTree as ET
 from collections import Counter
+from html.parser import HTMLParser
 from pathlib import Path
 
+import orjson
 import pytest
-from conftest import REPO, run_cli
-from dist_lto.commands import inspect
+from conftest import Llvm, run_cli
+from dist_lto.report import drawing, model, text
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import browser, synthetic_link, workloads
+from support.budget import examples
+from support.lua_link import PREPARE_ARGV, lua_meta
 
-CAPTURED = REPO / "examples" / "captured"
 SVG = "{http://www.w3.org/2000/svg}"
-
-
-@pytest.fixture
-def captured(tmp_path: Path) -> Path:
-    dest = tmp_path / "captured"
-    shutil.copytree(CAPTURED, dest)
-    return dest
 
 
 def test_summary_of_the_captured_link_counts_inputs_backends_and_imports(captured: Path) -> None:
@@ -78,34 +78,33 @@ def test_svg_is_well_formed_with_one_circle_per_module_and_one_path_per_edge(
     assert "obj/main.o" in labels and "thin/text.o" in labels
 
 
-def _synthetic_link(n: int) -> inspect.Link:
+def _synthetic_link(n: int) -> model.Link:
+    """Object i imports objects i+1, i+2 and i+3 (modulo n)."""
     modules = {}
     for i in range(n):
         imports = [(-1, (i + d) % n) for d in (1, 2, 3)]
-        modules[(-1, i)] = inspect._Module(
-            f"obj/{i}.o", f"object {i}", 100 + i, True, True, imports
-        )
-    return inspect.Link("meta.json", modules, {}, "final.args")
+        modules[(-1, i)] = model.Module(f"obj/{i}.o", f"object {i}", 100 + i, True, True, imports)
+    return model.Link("meta.json", modules, {}, "final.args")
 
 
 def test_svg_of_a_large_link_keeps_the_most_connected_modules() -> None:
-    root = ET.fromstring(inspect.svg(_synthetic_link(inspect.SVG_NODE_LIMIT + 50)))
-    assert len(root.findall(f"{SVG}circle")) == inspect.SVG_NODE_LIMIT
+    root = ET.fromstring(drawing.svg(_synthetic_link(drawing.SVG_NODE_LIMIT + 50)))
+    assert len(root.findall(f"{SVG}circle")) == drawing.SVG_NODE_LIMIT
     assert "most connected" in (root.find(f"{SVG}title").text or "")
 
 
 def test_longest_backend_is_the_one_reading_the_most_bytes() -> None:
     link = _synthetic_link(10)
-    text = inspect.summary(link, top=1)
+    summary = text.summary(link, top=1)
     # object 6 imports 7, 8, 9: 106 + 107 + 108 + 109 bytes, the most of any.
-    assert "       430 B  obj/6.o (object 6, 3 imports)\n" in text
+    assert "       430 B  obj/6.o (object 6, 3 imports)\n" in summary
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.integers(0, 40), min_size=1, max_size=60), st.sampled_from([0.5, 0.95]))
 def test_percentile_is_the_nearest_rank(values: list[int], fraction: float) -> None:
     values.sort()
-    p = inspect.percentile(values, fraction)
+    p = model.percentile(values, fraction)
     assert p in values
     counts = Counter(v <= p for v in values)
     assert counts[True] >= fraction * len(values)
@@ -130,3 +129,197 @@ def test_inspect_of_a_mistyped_plan_names_the_field(captured: Path) -> None:
     assert "out/archive-plans/1.json: /members/0/opt: expected boolean, got string" in (
         result.stderr
     )
+
+
+def _dot_edges(path: Path) -> set[tuple[str, str]]:
+    return set(re.findall(r"^  (\w+) -> (\w+);$", path.read_text(), re.M))
+
+
+def test_focused_dot_holds_the_modules_importers_and_imports_only(captured: Path) -> None:
+    result = run_cli(
+        ["inspect", "meta.json", "--focus", "thin/text.o", "--depth", "1", "--dot", "g.dot"],
+        cwd=captured,
+    )
+    assert result.returncode == 0, result.stderr
+    # main.o imports text.o, which imports util.o; main.o -> util.o joins no neighbouring
+    # columns (both sides of text.o), so it is left out.
+    assert _dot_edges(captured / "g.dot") == {("o0", "a1m0"), ("a1m0", "a0m0")}
+    assert (
+        'a1m0 [label="thin/text.o", shape=ellipse, style=bold];' in (captured / "g.dot").read_text()
+    )
+
+
+def test_focus_on_an_unknown_module_is_bad_input(captured: Path) -> None:
+    result = run_cli(["inspect", "meta.json", "--focus", "nope.o", "--dot", "g.dot"], cwd=captured)
+    assert result.returncode == 2
+    assert result.stderr == "dist-lto inspect: error: meta.json: no module 'nope.o' in this link\n"
+    assert not (captured / "g.dot").exists()
+
+
+def test_depth_below_one_is_a_usage_error(captured: Path) -> None:
+    result = run_cli(
+        ["inspect", "meta.json", "--focus", "obj/main.o", "--depth", "0"], cwd=captured
+    )
+    assert result.returncode == 2
+    assert "--depth must be at least 1" in result.stderr
+
+
+def test_neighbourhood_reaches_depth_steps_both_ways_and_joins_neighbouring_columns() -> None:
+    link = _synthetic_link(50)  # object i imports i+1, i+2, i+3
+    around = model.neighbourhood(link, (-1, 0), 2)
+    numbers = {c: [k[1] for k in keys] for c, keys in around.columns.items()}
+    assert numbers == {-2: [44, 45, 46], -1: [47, 48, 49], 0: [0], 1: [1, 2, 3], 2: [4, 5, 6]}
+    column = {k: c for c, keys in around.columns.items() for k in keys}
+    assert around.edges and all(column[b] == column[a] + 1 for a, b in around.edges)
+    assert ((-1, 3), (-1, 6)) in around.edges and ((-1, 49), (-1, 0)) in around.edges
+
+
+def test_neighbourhood_svg_cuts_crowded_columns_and_counts_the_rest() -> None:
+    n = drawing.COLUMN_LIMIT + 25
+    modules = {(-1, i): model.Module(f"obj/{i}.o", f"object {i}", 10, True, True, [(-1, 0)])
+               for i in range(1, n + 1)}  # fmt: skip
+    modules[(-1, 0)] = model.Module("obj/0.o", "object 0", 10, True, True, [])
+    link = model.Link("meta.json", modules, {}, "final.args")
+    root = ET.fromstring(drawing.neighbourhood_svg(link, model.neighbourhood(link, (-1, 0), 1)))
+    assert len(root.findall(f"{SVG}circle")) == drawing.COLUMN_LIMIT + 1
+    assert "… 25 more" in [t.text for t in root.findall(f"{SVG}text")]
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(st.lists(st.integers(0, 5000), max_size=80))
+def test_buckets_count_every_value_once_in_the_range_it_names(values: list[int]) -> None:
+    rows = model.buckets(values)
+    assert sum(c for _, c in rows) == len(values)
+    for label, count in rows:
+        low, _, high = label.partition("-")
+        inside = [v for v in values if int(low) <= v <= int(high or low)]
+        assert len(inside) == count
+
+
+class _Page(HTMLParser):
+    """What a test asks of the report: its headings, table rows and any outside reference."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.headings: list[str] = []
+        self.rows = 0
+        self.outside: list[str] = []
+        self.svgs = 0
+        self._in_h2 = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "h2":
+            self._in_h2 = True
+            self.headings.append("")
+        self.rows += tag == "tr"
+        self.svgs += tag == "svg"
+        if tag in ("script", "link", "img", "iframe") or any(
+            name in ("src", "href") and value for name, value in attrs
+        ):
+            self.outside.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "h2":
+            self._in_h2 = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_h2:
+            self.headings[-1] += data
+
+
+def _page(path: Path) -> _Page:
+    page = _Page()
+    page.feed(path.read_text())
+    return page
+
+
+def test_html_report_is_self_contained_with_every_section(captured: Path) -> None:
+    result = run_cli(["inspect", "meta.json", "--html", "report.html"], cwd=captured)
+    assert result.returncode == 0, result.stderr
+    page = _page(captured / "report.html")
+    assert page.outside == []
+    assert [h.split(" (")[0] for h in page.headings] == [
+        "Most-imported modules", "Top importers", "Fan-out and fan-in",
+        "Biggest backends by input size", "Never-loaded members",
+        "Neighbourhood of prep/util/objects/util.o", "Final link arguments",
+    ]  # fmt: skip
+    assert page.svgs == 3  # two distributions and the neighbourhood
+    assert (
+        "<li><code>prep/util/objects/unused.o</code></li>" in (captured / "report.html").read_text()
+    )
+
+
+# ---------------------------------------------------------------------------------
+# In a real browser
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    found = browser.chromium()
+    if found is None:
+        pytest.fail("chromium is missing: run `bash .ci/setup` (installs Debian's chromium)")
+    return found
+
+
+def _looks_drawn(png: Path, *, members_drawn: bool) -> None:
+    """Not one colour: text and the distributions' bars were drawn, and archive members
+    among the graph's nodes when the neighbourhood holds some."""
+    counts = browser.colours(png)
+    assert len(counts) > 20, counts.most_common(5)
+    _, most = counts.most_common(1)[0]
+    assert most < 0.98 * sum(counts.values())
+    assert counts[(0x3B, 0x6F, 0xB6)] > 1000, "no bars in the object colour"
+    if members_drawn:
+        assert counts[(0x3C, 0x9A, 0x5F)] > 0, "no archive member drawn in its colour"
+
+
+def test_report_of_a_10000_module_link_reads_in_a_real_browser(
+    tmp_path: Path, chromium: str
+) -> None:
+    synthetic_link.generate(tmp_path, 10_000)
+    done = run_cli(["plan", "--replay", "meta.json"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    done = run_cli(["inspect", "meta.json", "--html", "report.html", "--top", "20"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    page = _page(tmp_path / "report.html")
+    assert page.outside == []
+    # Rankings and one neighbourhood, never the whole graph: the page stays small.
+    assert page.rows < 200
+    most = re.search(r"^ +(\d+)  (\S+) ", done.stdout.split("most-imported modules")[1], re.M)
+    assert most is not None
+    assert f"Neighbourhood of {most[2]}" in page.headings
+    assert f"… {int(most[1]) - drawing.COLUMN_LIMIT} more" in (tmp_path / "report.html").read_text()
+    browser.screenshot(chromium, tmp_path / "report.html", tmp_path / "report.png")
+    _looks_drawn(tmp_path / "report.png", members_drawn=False)
+
+    focus = "prep/a0/objects/m5.o"
+    done = run_cli(["inspect", "meta.json", "--focus", focus, "--depth", "2", "--dot", "g.dot"],
+                   cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    edges = _dot_edges(tmp_path / "g.dot")
+    assert edges and len(edges) < 2000
+    assert any(b == "a0m5" for _, b in edges) or any(a == "a0m5" for a, _ in edges)
+
+
+def test_report_of_a_real_link_reads_in_a_real_browser(
+    lua_objects: workloads.Build, llvm: Llvm, tmp_path: Path, chromium: str
+) -> None:
+    root = tmp_path / "lua"
+    shutil.copytree(lua_objects.root, root, symlinks=True)
+    subprocess.run([llvm.ar, "rcs", "liblua.a", *lua_objects.library], cwd=root, check=True)
+    done = run_cli(PREPARE_ARGV, cwd=root)
+    assert done.returncode == 0, done.stderr
+    meta = lua_meta(lua_objects)
+    (root / "meta.json").write_bytes(orjson.dumps(meta))
+    done = run_cli(["plan", "meta.json", "--", llvm.clang, "-fuse-ld=lld", "-O2", "-o", "lua"],
+                   cwd=root)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    done = run_cli(["inspect", "meta.json", "--html", "report.html", "--focus", "obj/lua.o"],
+                   cwd=root)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    page = _page(root / "report.html")
+    assert "Neighbourhood of obj/lua.o" in page.headings
+    never = re.search(r"(\d+) bitcode never loaded", done.stdout)
+    assert never is not None and f"Never-loaded members ({never[1]})" in page.headings
+    browser.screenshot(chromium, root / "report.html", root / "report.png")
+    _looks_drawn(root / "report.png", members_drawn=True)

@@ -17,6 +17,7 @@ from dist_lto.formats.jobfile import Job, JobFile, parse_job_file, read_job_file
 from dist_lto.formats.jsonio import loads
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.budget import examples
 
 COMPILER = "/usr/lib/llvm-22/bin/clang"
 COMMON_ARGS = [COMPILER, "-c", "--target=x86_64-pc-linux-gnu", "-O2", "-faddrsig",
@@ -257,7 +258,7 @@ def job_files(draw: st.DrawFn) -> dict[str, Any]:
 
 
 @given(doc=job_files())
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 def test_every_valid_job_file_parses_to_its_jobs(doc: dict[str, Any]) -> None:
     files = parse_job_file(copy.deepcopy(doc), "j.json")
     assert files.args == doc["common"]["args"]
@@ -291,7 +292,7 @@ def _pointers(node: object, at: str = "") -> list[str]:
 
 
 @given(doc=job_files(), data=st.data())
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_any_damage_is_valid_or_bad_input_naming_a_pointer(
     doc: dict[str, Any], data: st.DataObject
 ) -> None:
@@ -343,6 +344,6 @@ def _outcome(parse: Callable[[bytes], object], data: bytes) -> str:
     st.builds(lambda v, ascii: json.dumps(v, ensure_ascii=ascii).encode("utf-8", "surrogatepass"),
               VALUES, st.booleans()),
 ))  # fmt: skip
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 def test_json_is_read_exactly_as_orjson_reads_it(data: bytes) -> None:
     assert _outcome(loads, data) == _outcome(orjson.loads, data)

@@ -29,6 +29,7 @@ import pytest
 from conftest import Llvm
 from dist_lto.formats.plans import read_archive_plan
 from support import workloads
+from support.lua_link import PREPARE_ARGV, lua_meta
 
 DIST_LTO = [sys.executable, "-m", "dist_lto"]
 KILLS = {"prepare": 8, "plan": 8, "opt": 6, "distribute": 3, "distribute-from-cache": 4}
@@ -87,22 +88,6 @@ def _copy(src: Path, dst: Path, names: list[str]) -> None:
             shutil.copy2(src / name, target)
 
 
-def lua_meta(build: workloads.Build) -> dict[str, object]:
-    """Lua's link: its main object, its library as a prepared archive, `-lm`."""
-    objects = [
-        {"kind": "object", "index": i, "path": path, "index_output": f"out/index/{path}.thinlto.bc",
-         "plan_output": f"out/plans/{i}.json", "opt_output": f"out/opt/{i}.o"}
-        for i, path in enumerate(build.main)
-    ]  # fmt: skip
-    archive = {"kind": "archive", "index": 0, "manifest": "prep/lua/manifest.json",
-               "plan_output": "out/archive-plans/0.json", "index_dir": "out/archive-index/0",
-               "opt_objects_dir": "out/archive-opt/0"}  # fmt: skip
-    return {"version": 1, "index_dir": "out/index", "link_plan_output": "out/link-plan.json",
-            "final_link_args_output": "out/final-link.args",
-            "groups": [{"linkables": objects}, {"linkables": [archive]},
-                       {"linkables": [{"kind": "args", "args": build.link_flags}]}]}  # fmt: skip
-
-
 KEEP_JOB = (
     "import concurrent.futures, json, shutil, subprocess, sys\n"
     "shutil.copy(sys.argv[-1], 'job.json')\n"
@@ -122,8 +107,7 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory, lua_objects: workloads.Bu
     build = lua_objects
     shutil.copytree(build.root / "obj", root / "obj")
     subprocess.run([llvm.ar, "rcs", "liblua.a", *build.library], cwd=root, check=True)
-    prepare_argv = ["prepare", "--archive", "liblua.a", "--objects-out", "prep/lua/objects",
-                    "--manifest-out", "prep/lua/manifest.json"]  # fmt: skip
+    prepare_argv = PREPARE_ARGV
     subprocess.run([*DIST_LTO, *prepare_argv], cwd=root, check=True)
     (root / "meta.json").write_text(json.dumps(lua_meta(build)))
     plan_argv = ["plan", "meta.json", "--", llvm.clang, *LINK, "-o", "lua"]

@@ -18,6 +18,7 @@ from dist_lto.llvm.flags import (
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.budget import examples
 
 
 def added(link_flags: list[str]) -> list[str]:
@@ -310,7 +311,7 @@ FLAGS = st.lists(st.lists(FLAG_ALPHABET, max_size=6).map("".join), max_size=8)
 
 
 @given(link=FLAGS)
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 def test_any_link_flags_translate_or_fail_as_bad_input(link: list[str]) -> None:
     try:
         backend = translate(link, origin="f")
@@ -329,7 +330,7 @@ ARGUMENT = st.text(
 
 
 @given(args=st.lists(ARGUMENT, max_size=10), final_newline=st.booleans())
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 def test_args_file_holds_one_argument_per_line_verbatim(
     tmp_path_factory: pytest.TempPathFactory, args: list[str], final_newline: bool
 ) -> None:

@@ -25,6 +25,7 @@ from dist_lto.formats.meta import (
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.budget import examples
 
 FILE = "meta.json"
 
@@ -233,7 +234,7 @@ def mutated_metas(draw: st.DrawFn) -> Any:
     return doc
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated_metas())
 def test_any_mutation_of_a_valid_meta_is_accepted_or_rejected_cleanly(doc: Any) -> None:
     try:
@@ -254,7 +255,7 @@ def test_any_mutation_of_a_valid_meta_is_accepted_or_rejected_cleanly(doc: Any) 
     assert all(isinstance(p, str) and p for p in outputs)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated_metas())
 def test_fast_validation_agrees_with_the_precise_one(doc: Any) -> None:
     try:
@@ -274,7 +275,7 @@ def test_fast_validation_takes_a_plain_meta() -> None:
     assert parse_meta(doc, FILE).objects()[0].path == "../obj/a.o"
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(_json_values)
 def test_arbitrary_json_is_never_a_crash(doc: Any) -> None:
     try:
@@ -326,7 +327,7 @@ def test_manifest_defects_name_the_member(mutate: Any, expected: str) -> None:
     assert info.value.message.startswith(expected)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.data())
 def test_any_mutation_of_a_manifest_is_accepted_or_rejected_cleanly(data: st.DataObject) -> None:
     doc = valid_manifest()
@@ -342,7 +343,7 @@ def test_any_mutation_of_a_manifest_is_accepted_or_rejected_cleanly(data: st.Dat
         assert err.message.startswith("m.json: /") and "\n" not in err.message
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated_metas())
 def test_planner_on_any_mutated_meta_exits_cleanly_with_one_line(doc: Any) -> None:
     with tempfile.TemporaryDirectory() as tmp:

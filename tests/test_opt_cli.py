@@ -15,6 +15,7 @@ from dist_lto.commands import opt
 from dist_lto.llvm.toolchain import tool
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.budget import examples
 
 MAIN = str(REPO / "tools" / "dist_lto" / "__main__.py")
 
@@ -122,7 +123,7 @@ def argparse_result(argv: list[str]) -> argparse.Namespace | None:
 
 
 @given(argv=command_lines())
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 def test_fast_parser_agrees_with_argparse(argv: list[str]) -> None:
     fast = opt._parse_fast(argv)
     reference = argparse_result(argv)

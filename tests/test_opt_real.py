@@ -13,92 +13,22 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SMALL_PROGRAM, Llvm, ThinIndex
+from conftest import SMALL_PROGRAM, Llvm, ThinIndex
 from dist_lto.llvm.toolchain import tool
-from support import workloads
-
-OPT = [sys.executable, "-S", "-E", str(REPO / "tools" / "dist_lto" / "__main__.py"), "opt"]
+from support import objcode, workloads
+from support.opt_command import OPT, opt_command
 
 # ---------------------------------------------------------------------------------
 # Comparing functions between objects
 
 
-def _word(data: bytes, offset: int, size: int) -> int:
-    return int.from_bytes(data[offset : offset + size], "little")
-
-
-Reloc = tuple[int, int, str, int]
-
-
-def functions(path: Path) -> dict[str, tuple[bytes, list[Reloc]]]:
-    """Every defined function of an ELF64 object: its bytes and its relocations (offset
-    in the function, type, target symbol or section, addend)."""
-    data = path.read_bytes()
-    shoff, shentsize, shnum, shstrndx = (
-        _word(data, 0x28, 8),
-        _word(data, 0x3A, 2),
-        _word(data, 0x3C, 2),
-        _word(data, 0x3E, 2),
-    )
-    sections = []
-    for i in range(shnum):
-        base = shoff + i * shentsize
-        sections.append(
-            tuple(
-                _word(data, base + o, s)
-                for o, s in ((0, 4), (4, 4), (0x18, 8), (0x20, 8), (0x28, 4), (0x2C, 4))
-            )
-        )
-
-    def string(table: int, offset: int) -> str:
-        start = sections[table][2] + offset
-        return data[start : data.index(b"\0", start)].decode()
-
-    names = [string(shstrndx, s[0]) for s in sections]
-    symtab = next(i for i, s in enumerate(sections) if s[1] == 2)  # SHT_SYMTAB
-    _, _, sym_off, sym_size, strtab, _ = sections[symtab]
-    symbols = []
-    for j in range(sym_size // 24):
-        base = sym_off + j * 24
-        name, info, shndx = _word(data, base, 4), data[base + 4], _word(data, base + 6, 2)
-        value, size = _word(data, base + 8, 8), _word(data, base + 16, 8)
-        symbols.append((string(strtab, name), info & 0xF, shndx, value, size))
-    relocs: dict[int, list[tuple[int, int, int, int]]] = {}
-    for s in sections:
-        if s[1] == 4:  # SHT_RELA
-            relocs[s[5]] = [
-                (
-                    _word(data, s[2] + k * 24, 8),
-                    _word(data, s[2] + k * 24 + 8, 8),
-                    _word(data, s[2] + k * 24 + 12, 4),
-                    _word(data, s[2] + k * 24 + 16, 8),
-                )
-                for k in range(s[3] // 24)
-            ]
-    result = {}
-    for name, kind, shndx, value, size in symbols:
-        if kind != 2 or shndx == 0 or shndx >= 0xFF00:  # STT_FUNC, defined
-            continue
-        section = sections[shndx]
-        code = data[section[2] + value : section[2] + value + size]
-        fixups = []
-        for offset, info, sym, addend in relocs.get(shndx, []):
-            if value <= offset < value + size:
-                target = symbols[sym]
-                target_name = target[0] or names[target[2]]
-                fixups.append((offset - value, info & 0xFFFFFFFF, target_name, addend))
-        result[name] = (code, sorted(fixups))
-    return result
-
-
 def compare(reference: Path, ours: Path) -> tuple[int, list[str]]:
     """(identical functions, names that differ or are missing on either side)."""
-    ref, mine = functions(reference), functions(ours)
+    ref, mine = objcode.functions(reference), objcode.functions(ours)
     same = {name for name in ref if mine.get(name) == ref[name]}
     return len(same), sorted((set(ref) | set(mine)) - same)
 
@@ -118,21 +48,7 @@ class Distributed:
 
 def run_opt(root: Path, module: str, out: Path, *options: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [
-            *OPT,
-            "--input",
-            module,
-            "--index",
-            f"{module}.thinlto.bc",
-            "--out",
-            str(out),
-            *options,
-            "--",
-            tool_clang(),
-        ],
-        cwd=root,
-        capture_output=True,
-        text=True,
+        opt_command(module, out, tool_clang(), *options), cwd=root, capture_output=True, text=True
     )
 
 
@@ -244,7 +160,9 @@ def test_linked_code_equals_in_process_thinlto(
     assert sorted(ours) == sorted(reference)
     differing = sorted(name for name in reference if ours[name] != reference[name])
     assert differing == []
-    lua_functions = set().union(*(functions(o) for o in lua_distributed.opt_objects.values()))
+    lua_functions = set().union(
+        *(objcode.functions(o) for o in lua_distributed.opt_objects.values())
+    )
     assert len(lua_functions) > 600  # Lua 5.4 has 639 functions after ThinLTO
     assert lua_functions <= set(reference)
 
@@ -260,7 +178,7 @@ def test_object_code_equals_in_process_thinlto(lua_distributed: Distributed) -> 
         reference = reference_object(lua_distributed, module)
         same, diff = compare(reference, ours)
         identical += same
-        total += len(functions(reference))
+        total += len(objcode.functions(reference))
         if diff:
             differing[module] = diff
     assert differing == {"obj/linit.o": ["luaL_openlibs"]}
@@ -281,7 +199,7 @@ def test_without_lld_defaults_the_code_differs(
         assert result.returncode == 0, result.stderr
         same, _ = compare(reference_object(d, module), out)
         identical += same
-        total += len(functions(reference_object(d, module)))
+        total += len(objcode.functions(reference_object(d, module)))
     assert identical < total
 
 
@@ -314,7 +232,7 @@ def test_o3_non_pie_link_also_equals_in_process(
         )
         same, diff = compare(reference_object(d, module), out)
         assert diff == [], module
-        assert same == len(functions(reference_object(d, module)))
+        assert same == len(objcode.functions(reference_object(d, module)))
 
 
 # ---------------------------------------------------------------------------------
@@ -339,7 +257,7 @@ def test_input_spelled_differently_from_the_index_step_fails_before_clang(
     # What clang alone does with that spelling: exit 0, an object without code.
     alone = clang_alone(root, module, "obj/lua.o.thinlto.bc", tmp_path / "alone.o")
     assert alone.returncode == 0
-    assert functions(tmp_path / "alone.o") == {}
+    assert objcode.functions(tmp_path / "alone.o") == {}
     result = subprocess.run(
         [
             *OPT,
@@ -456,7 +374,7 @@ def test_lazy_member_the_index_step_skipped_is_accepted(
 ) -> None:
     result = run_opt(small_program, "unused.o", tmp_path / "unused.opt.o")
     assert result.returncode == 0, result.stderr
-    assert functions(tmp_path / "unused.opt.o") == {}
+    assert objcode.functions(tmp_path / "unused.opt.o") == {}
 
 
 def test_non_bitcode_object_passes_through_without_running_clang(

@@ -14,17 +14,12 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import orjson
 import pytest
-from conftest import REPO, Llvm, run_cli
-from support import workloads
-
-sys.path.insert(0, str(REPO / "bench"))  # what is tested here is bench/parity.py's measure
-import objcode
-import parity
+from conftest import Llvm, run_cli
+from support import objcode, parity, workloads
 
 JOBS = len(os.sched_getaffinity(0))
 

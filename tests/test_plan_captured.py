@@ -9,11 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-from conftest import REPO, Llvm, run_cli
+from conftest import Llvm, run_cli
 from dist_lto.formats.plans import read_archive_plan, read_object_plan
-
-CAPTURED = REPO / "examples" / "captured"
 
 
 def files(root: Path) -> dict[str, bytes]:
@@ -22,13 +19,6 @@ def files(root: Path) -> dict[str, bytes]:
         for p in sorted(root.rglob("*"))
         if p.is_file() and "__pycache__" not in p.parts
     }
-
-
-@pytest.fixture
-def captured(tmp_path: Path) -> Path:
-    dest = tmp_path / "captured"
-    shutil.copytree(CAPTURED, dest)
-    return dest
 
 
 def test_replaying_the_captured_example_reproduces_its_committed_outputs(captured: Path) -> None:

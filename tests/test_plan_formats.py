@@ -24,11 +24,12 @@ from dist_lto.llvm.index_step import Layout, is_raw_linker
 from dist_lto.llvm.spelling import climb, is_plain
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.budget import examples
 
 _parts = st.lists(st.sampled_from(["..", ".", "", "a", "b", "_", "x.o"]), min_size=1, max_size=8)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(_parts, st.booleans())
 def test_index_files_never_leave_the_index_dir(parts: list[str], absolute: bool) -> None:
     module = ("/" if absolute else "") + "/".join(parts)
@@ -37,7 +38,7 @@ def test_index_files_never_leave_the_index_dir(parts: list[str], absolute: bool)
     assert written.startswith("out/index/")
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(_parts)
 def test_plain_paths_are_exactly_the_normal_relative_ones(parts: list[str]) -> None:
     path = "/".join(parts)
@@ -64,7 +65,7 @@ def test_climb_counts_levels_above_the_start() -> None:
     assert Layout.for_inputs("i/", ["a.o"]).prefix == "i/"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.text(max_size=12), max_size=6))
 def test_response_file_round_trips_any_arguments(args: list[str]) -> None:
     args = [a.replace("\0", "") for a in args]

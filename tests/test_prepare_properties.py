@@ -33,6 +33,7 @@ from dist_lto.commands.prepare import (
 from dist_lto.errors import BadInput
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.budget import examples
 
 NAME_CHARS = st.sampled_from(["a", "b", "o", ".", "/", "~", "2", "é", " ", "\n", "_"])
 
@@ -226,7 +227,7 @@ def test_unmutated_seeds_prepare_cleanly(seeds: dict[str, bytes], seed: str) -> 
     check_one_run(seeds[seed])
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_mutated_archives_succeed_or_fail_cleanly(
     seeds: dict[str, bytes], data: st.DataObject
@@ -235,7 +236,7 @@ def test_mutated_archives_succeed_or_fail_cleanly(
     check_one_run(data.draw(mutations(seeds[seed])))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.binary(max_size=300))
 def test_thin_reader_accepts_or_rejects_any_bytes(tail: bytes) -> None:
     try:
@@ -252,7 +253,7 @@ BASENAMES = st.sampled_from(
 )
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(names=st.lists(BASENAMES, min_size=1, max_size=12), fmt=st.sampled_from(["gnu", "bsd"]))
 def test_any_member_names_round_trip_through_llvm_ar(
     llvm: Llvm, names: list[str], fmt: str

@@ -18,6 +18,7 @@ from dist_lto.distribute.remote.settings import (
 from dist_lto.errors import BadInput
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.budget import examples
 
 hosts = st.one_of(
     st.from_regex(r"[a-z0-9]([a-z0-9.-]{0,20}[a-z0-9])?", fullmatch=True),
@@ -32,7 +33,7 @@ def test_grpc_addresses_become_grpc_targets(host: str, port: int) -> None:
 
 
 @given(st.text(max_size=40))
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 def test_any_other_address_is_bad_input_never_a_crash(text: str) -> None:
     try:
         target = parse_address(text)
@@ -54,7 +55,7 @@ def test_addresses_we_cannot_use_are_named_in_the_error(text: str) -> None:
 
 
 @given(st.text(max_size=30), st.text(max_size=30))
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 def test_headers_are_valid_grpc_metadata_or_bad_input(key: str, value: str) -> None:
     text = f"{key}={value}"
     try:
@@ -148,7 +149,9 @@ def test_inputs_above_the_link_directory_move_the_root_up(link_dir: Path) -> Non
 
 @given(st.permutations(["obj/a.o", "a.o.thinlto.bc", "obj/b.o", "../prof/p.prof"]))
 @settings(
-    max_examples=24, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(24),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 def test_the_input_root_digest_does_not_depend_on_input_order(
     link_dir: Path, order: list[str]

@@ -6,15 +6,8 @@
 # runs a tool gets the package as an input, so a remote worker needs nothing of ours
 # installed, only the Python named in the user's `[dist_lto]` configuration.
 
-# Copies the package and compiles its bytecode (unchecked hashes: the .pyc files do not
-# depend on file times, so the output is reproducible).
-_COMPILE_PACKAGE = """
-import compileall, py_compile, shutil, sys
-src, dst = sys.argv[1:3]
-shutil.copytree(src, dst)
-ok = compileall.compile_dir(dst, quiet=1, invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
-sys.exit(0 if ok else 1)
-"""
+# A link to prelude/dist_lto_package.bzl, shared with our own rules' toolchain.
+load(":dist_lto_package.bzl", "compile_dist_lto_package", "dist_lto_command")
 
 DistLtoPackageInfo = provider(
     doc = "The dist-lto Python package, compiled.",
@@ -25,20 +18,7 @@ DistLtoPackageInfo = provider(
 )
 
 def _package_impl(ctx: AnalysisContext) -> list[Provider]:
-    tree = {}
-    for src in ctx.attrs.srcs:
-        rel = src.short_path
-        i = rel.find("dist_lto/")
-        if i < 0:
-            fail("dist_lto_package: srcs must lie in a `dist_lto/` directory, got `{}`".format(rel))
-        tree[rel[i:]] = src
-    sources = ctx.actions.symlinked_dir("dist_lto_src", tree)
-    pkg = ctx.actions.declare_output("dist_lto_pkg", dir = True)
-    ctx.actions.run(
-        cmd_args(ctx.attrs.python, "-S", "-E", "-c", _COMPILE_PACKAGE, sources, pkg.as_output()),
-        category = "python_compile",
-        identifier = "dist_lto",
-    )
+    pkg = compile_dist_lto_package(ctx, ctx.attrs.python, ctx.attrs.srcs, "dist_lto_package: srcs")
     return [DefaultInfo(default_output = pkg), DistLtoPackageInfo(pkg = pkg)]
 
 dist_lto_package = rule(
@@ -56,12 +36,9 @@ def _tool_impl(ctx: AnalysisContext) -> list[Provider]:
     if ctx.attrs.role not in _ROLES:
         fail("dist_lto_upstream_tool: role must be one of {}, got `{}`".format(_ROLES, ctx.attrs.role))
     pkg = ctx.attrs.package[DistLtoPackageInfo].pkg
+    # The opt tool runs once per module: no site-packages, no PYTHON* variables.
     args = cmd_args(
-        ctx.attrs.python,
-        # The opt tool runs once per module: no site-packages, no PYTHON* variables.
-        ["-S", "-E"] if ctx.attrs.role == "opt" else [],
-        cmd_args(pkg, format = "{}/dist_lto/__main__.py"),
-        "upstream",
+        dist_lto_command(ctx.attrs.python, pkg, "upstream", fast = ctx.attrs.role == "opt"),
         ctx.attrs.role,
     )
     return [DefaultInfo(), RunInfo(args = args)]

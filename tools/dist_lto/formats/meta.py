@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from dist_lto.formats.jsonio import Fields, read_json
@@ -230,6 +231,19 @@ class _Parser:
 
 
 _ARCHIVE_REQUIRED = _ARCHIVE_KEYS - {"whole"}
+_OBJECT_STRINGS = itemgetter("path", "index_output", "plan_output", "opt_output")
+"""An object linkable's string fields, in `ObjectInput`'s order."""
+_ARCHIVE_STRINGS = itemgetter("manifest", "plan_output", "index_dir", "opt_objects_dir")
+"""An archive linkable's string fields, in `ArchiveInput`'s order."""
+
+
+def _strings(item: dict[str, Any], fields: itemgetter[Any]) -> tuple[str, ...] | None:
+    """The `fields` of `item` when every one is a string, else None."""
+    values = fields(item)
+    for value in values:
+        if type(value) is not str:
+            return None
+    return values
 
 
 def _fast_meta(doc: object, file: str) -> Meta | None:
@@ -285,67 +299,26 @@ def _fast_meta(doc: object, file: str) -> Meta | None:
             if kind == "object":
                 if item.keys() != _OBJECT_KEYS:
                     return None
-                index, path = item["index"], item["path"]
-                index_output, plan_output, opt_output = (
-                    item["index_output"],
-                    item["plan_output"],
-                    item["opt_output"],
-                )
-                if (
-                    type(index) is not int
-                    or index < 0
-                    or type(path) is not str
-                    or type(index_output) is not str
-                    or type(plan_output) is not str
-                    or type(opt_output) is not str
-                ):
+                index, fields = item["index"], _strings(item, _OBJECT_STRINGS)
+                if type(index) is not int or index < 0 or fields is None:
                     return None
+                path, index_output, plan_output, opt_output = fields
                 objects.append(index)
                 inputs.append(path)
                 outputs += (index_output, plan_output, opt_output)
-                items.append(
-                    ObjectInput(
-                        index,
-                        path,
-                        index_output,
-                        plan_output,
-                        opt_output,
-                        f"/groups/{gi}/linkables/{li}",
-                    )
-                )
+                items.append(ObjectInput(index, *fields, f"/groups/{gi}/linkables/{li}"))
             elif kind == "archive":
                 if not _ARCHIVE_REQUIRED <= item.keys() <= _ARCHIVE_KEYS:
                     return None
-                index, manifest, whole = item["index"], item["manifest"], item.get("whole", False)
-                plan_output, index_out, opt_dir = (
-                    item["plan_output"],
-                    item["index_dir"],
-                    item["opt_objects_dir"],
-                )
-                if (
-                    type(index) is not int
-                    or index < 0
-                    or type(manifest) is not str
-                    or type(whole) is not bool
-                    or type(plan_output) is not str
-                    or type(index_out) is not str
-                    or type(opt_dir) is not str
-                ):
+                index, whole = item["index"], item.get("whole", False)
+                fields = _strings(item, _ARCHIVE_STRINGS)
+                if type(index) is not int or index < 0 or type(whole) is not bool or fields is None:
                     return None
+                manifest, plan_output, index_out, opt_dir = fields
                 archives.append(index)
                 manifests.append(manifest)
                 outputs += (plan_output, index_out, opt_dir)
-                items.append(
-                    ArchiveInput(
-                        index,
-                        manifest,
-                        plan_output,
-                        index_out,
-                        opt_dir,
-                        whole,
-                        f"/groups/{gi}/linkables/{li}",
-                    )
-                )
+                items.append(ArchiveInput(index, *fields, whole, f"/groups/{gi}/linkables/{li}"))
             elif kind == "args":
                 args = item["args"] if item.keys() == _ARGS_KEYS else None
                 if type(args) is not list:

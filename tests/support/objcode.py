@@ -139,3 +139,8 @@ def got_only_in(ours: Function, reference: Function) -> set[str]:
     """Symbols `ours` loads from the GOT and `reference` does not."""
     theirs = {r.target for r in reference.relocs if r.kind in GOT_LOADS}
     return {r.target for r in ours.relocs if r.kind in GOT_LOADS} - theirs
+
+
+def functions(path: Path) -> dict[str, Function]:
+    """Every defined function of an object (`read` without the defined globals)."""
+    return read(path).functions

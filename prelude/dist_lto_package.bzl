@@ -1,0 +1,61 @@
+# The dist-lto package as a Buck2 artifact, and the command that runs it: shared by our
+# rules' toolchain (toolchain.bzl) and the tools for Buck2's upstream prelude
+# (upstream/defs.bzl, through the link upstream/dist_lto_package.bzl). Only Buck2
+# built-ins: a user's repository loads it from the `dist_lto` cell, whichever prelude
+# it has.
+#
+# The sources are artifacts, compiled once to bytecode (without __pycache__ every opt
+# action would compile the modules again: docs/opt.md); every action that runs a tool
+# gets the package as an input, so a remote worker needs nothing of ours installed.
+
+# Copies the package and compiles its bytecode (unchecked hashes: the .pyc files do not
+# depend on file times, so the output is reproducible).
+_COMPILE_PACKAGE = """
+import compileall, py_compile, shutil, sys
+src, dst = sys.argv[1:3]
+shutil.copytree(src, dst)
+ok = compileall.compile_dir(dst, quiet=1, invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+sys.exit(0 if ok else 1)
+"""
+
+def compile_dist_lto_package(ctx: AnalysisContext, python: str, srcs: list[Artifact], attr: str) -> Artifact:
+    """One `python_compile` action: the directory holding `dist_lto/` and its bytecode.
+
+    Args:
+        ctx: the analysis context of the rule that owns the package.
+        python: a Python 3.11+ (started with -S -E) that compiles the bytecode.
+        srcs: the package's sources, each somewhere below a `dist_lto/` directory.
+        attr: `rule: attribute` naming where `srcs` came from, for the error message.
+    """
+    tree = {}
+    for src in srcs:
+        rel = src.short_path
+        i = rel.find("dist_lto/")
+        if i < 0:
+            fail("{} must lie in a `dist_lto/` directory, got `{}`".format(attr, rel))
+        tree[rel[i:]] = src
+    sources = ctx.actions.symlinked_dir("dist_lto_src", tree)
+    pkg = ctx.actions.declare_output("dist_lto_pkg", dir = True)
+    ctx.actions.run(
+        cmd_args(python, "-S", "-E", "-c", _COMPILE_PACKAGE, sources, pkg.as_output()),
+        category = "python_compile",
+        identifier = "dist_lto",
+    )
+    return pkg
+
+def dist_lto_command(python: str, pkg: Artifact, subcommand: str, fast: bool = False) -> cmd_args:
+    """The command line that runs `dist-lto SUBCOMMAND` from the package directory.
+
+    Args:
+        python: the interpreter (the real binary, never a shim: docs/opt.md).
+        pkg: the directory holding the `dist_lto` package and its bytecode.
+        subcommand: `prepare`, `plan`, `opt` or `upstream`.
+        fast: start with -S -E (no site-packages, no PYTHON* variables): only for the
+            standard-library-only tools that run once per module.
+    """
+    return cmd_args(
+        python,
+        ["-S", "-E"] if fast else [],
+        cmd_args(pkg, format = "{}/dist_lto/__main__.py"),
+        subcommand,
+    )

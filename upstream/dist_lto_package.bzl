@@ -1,0 +1,1 @@
+../prelude/dist_lto_package.bzl
