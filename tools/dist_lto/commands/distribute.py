@@ -128,33 +128,7 @@ def _parse_fast(argv: list[str]) -> Options | None:
 def build_parser() -> "argparse.ArgumentParser":
     """The argparse parser: the reference for `--help` and for usage errors."""
     parser = argument_parser(PROG, USAGE, DESCRIPTION, EPILOG)
-    parser.add_argument(
-        "-j",
-        "--jobs",
-        metavar="N",
-        help="compilers to run at once (default: the CPUs this process may use)",
-    )
-    cache = parser.add_mutually_exclusive_group()
-    cache.add_argument(
-        "--cache-dir",
-        metavar="DIR",
-        help="result cache directory (default: $XDG_CACHE_HOME/dist-lto, else ~/.cache/dist-lto)",
-    )
-    cache.add_argument(
-        "--no-cache", action="store_true", help="neither use nor fill the result cache"
-    )
-    parser.add_argument(
-        "--cache-max-size",
-        metavar="SIZE",
-        help="prune the cache, least recently used first, to this size after"
-        " a link that added to it (bytes, or K/M/G/T; default: 2G)",
-    )
-    parser.add_argument(
-        "--no-fork-server",
-        action="store_true",
-        help="start a compiler for every job instead of forking it from one clang per"
-        " worker that has started already (docs/distribute.md)",
-    )
+    add_local_options(parser)
     add_report_options(parser)
     remote = parser.add_argument_group("remote execution (docs/remote.md)")
     remote.add_argument(
@@ -185,6 +159,38 @@ def build_parser() -> "argparse.ArgumentParser":
         help="the job file LLD wrote (<output>.<pid>.dist-file.json)",
     )
     return parser
+
+
+def add_local_options(parser: "argparse.ArgumentParser") -> None:
+    """--jobs, the result cache's options and --no-fork-server (shared with `dist-lto
+    link`)."""
+    parser.add_argument(
+        "-j",
+        "--jobs",
+        metavar="N",
+        help="compilers to run at once (default: the CPUs this process may use)",
+    )
+    cache = parser.add_mutually_exclusive_group()
+    cache.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="result cache directory (default: $XDG_CACHE_HOME/dist-lto, else ~/.cache/dist-lto)",
+    )
+    cache.add_argument(
+        "--no-cache", action="store_true", help="neither use nor fill the result cache"
+    )
+    parser.add_argument(
+        "--cache-max-size",
+        metavar="SIZE",
+        help="prune the cache, least recently used first, to this size after"
+        " a link that added to it (bytes, or K/M/G/T; default: 2G)",
+    )
+    parser.add_argument(
+        "--no-fork-server",
+        action="store_true",
+        help="start a compiler for every job instead of forking it from one clang per"
+        " worker that has started already (docs/distribute.md)",
+    )
 
 
 def add_report_options(parser: "argparse.ArgumentParser") -> None:

@@ -63,25 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "-j",
-        "--jobs",
-        metavar="N",
-        help="backends at once (default: the CPUs this process may use)",
-    )
-    cache = parser.add_mutually_exclusive_group()
-    cache.add_argument(
-        "--cache-dir",
-        metavar="DIR",
-        help="result cache directory (default: $XDG_CACHE_HOME/dist-lto, else ~/.cache/dist-lto)",
-    )
-    cache.add_argument("--no-cache", action="store_true", help="neither use nor fill the cache")
-    parser.add_argument(
-        "--cache-max-size", metavar="SIZE", help="prune the cache to SIZE after the backends"
-    )
-    parser.add_argument(
-        "--no-fork-server", action="store_true", help="start a compiler for every backend"
-    )
+    distribute.add_local_options(parser)
     distribute.add_report_options(parser)
     parser.add_argument(
         "--compiler",
