@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import shutil
+import signal
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -599,6 +601,34 @@ def test_failing_index_command_passes_its_status_and_writes_no_plans(
     assert "Traceback" not in result.stderr
     assert not (work / "out/plans").exists()
     assert not (work / "out/index/obj/main.o.thinlto.bc").exists()
+
+
+HALF_WRITTEN_THEN_KILLED = """\
+import os, signal, subprocess, sys
+subprocess.run(sys.argv[1:], check=True)
+(prefix,) = (a.split(";", 1)[1] for a in sys.argv if a.startswith("-Wl,--thinlto-prefix-replace="))
+with open(prefix + "obj/main.o.thinlto.bc", "r+b") as f:
+    f.truncate(8)
+os.kill(os.getppid(), signal.SIGKILL)
+"""
+"""An index command that leaves one index file half-written as its planner is killed."""
+
+
+def test_planner_killed_while_lld_writes_leaves_no_partial_index_file(
+    work: Path, llvm: Llvm
+) -> None:
+    write_meta(work, meta_doc(group(obj(0, "obj/main.o"), obj(1, "obj/helper.o"))))
+    (work / "half.py").write_text(HALF_WRITTEN_THEN_KILLED)
+    command = [sys.executable, "half.py", llvm.clang, *LINK, "-o", "app"]
+    killed = run_cli(["plan", "meta.json", "--", *command], cwd=work)
+    assert killed.returncode == -signal.SIGKILL
+    left = [p.relative_to(work) for p in (work / "out").rglob("*") if p.is_file()]
+    assert [p for p in left if not any(part.startswith(".") for part in p.parts)] == [
+        Path("out/index/index.args")  # complete: written atomically before the step
+    ]
+    plan(work, llvm)  # a rerun clears what the killed step left and completes
+    assert (work / "out/index/obj/main.o.thinlto.bc").stat().st_size > 8
+    assert not any(p.name.startswith(".") for p in (work / "out").rglob("*"))
 
 
 def test_raw_ld_lld_command_gets_linker_flags_without_wl(work: Path, llvm: Llvm) -> None:

@@ -2,7 +2,9 @@
 
 With `--thinlto-prefix-replace=;PREFIX` LLD writes the index of the input spelled
 `obj/a.o` to `PREFIX` + `obj/a.o.thinlto.bc` (plain concatenation) and its imports
-beside it, so a build system can declare those paths and nothing needs moving. The
+beside it, so a build system can declare those paths. LLD writes them in place, not
+atomically, so `run` points it at a staging directory and moves the result into the
+index directory afterwards: one rename per top-level entry, not per module. The
 `--thinlto-index-only=` list names, one per line, the modules the link loaded, as
 `PREFIX` + spelling. Every one of these facts is pinned by a test on real LLD.
 """
@@ -13,6 +15,7 @@ import contextlib
 import os
 import posixpath
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -29,6 +32,8 @@ LIST_NAME = "index.list"
 ARGS_NAME = "index.args"
 INDEX_SUFFIX = ".thinlto.bc"
 IMPORTS_SUFFIX = ".imports"
+STAGING_NAME = ".index-step.tmp"
+"""Where LLD writes, inside the index directory, before its outputs are moved into place."""
 GUARD = "_/"
 """One level inserted below the index directory per `..` an input climbs above its start."""
 
@@ -70,6 +75,12 @@ class Layout:
     def imports_file(self, module: str) -> str:
         return self.prefix + module + IMPORTS_SUFFIX
 
+    def staging(self) -> Layout:
+        """The same layout rooted at the staging directory inside the index directory."""
+        root = self.index_dir.rstrip("/")
+        staging = posixpath.join(self.index_dir, STAGING_NAME)
+        return Layout(staging, staging + self.prefix[len(root) :])
+
     def flags(self, raw_linker: bool) -> list[str]:
         flags = [
             f"--thinlto-index-only={self.list_file}",
@@ -97,29 +108,68 @@ def is_bitcode_file(path: str) -> bool:
 def run(command: list[str], line: list[str], layout: Layout) -> None:
     """Run the index step: `command @index.args` plus the index-only flags.
 
-    A failing command's status passes through with its stderr; its warnings are
-    forwarded on success.
+    LLD writes its files in place and not atomically, so it writes them into a staging
+    directory; they are moved into place only after it succeeded, and the list last. A
+    step killed at any point leaves no partial index file at a declared path. A failing
+    command's status passes through with its stderr; its warnings are forwarded on success.
     """
-    os.makedirs(layout.index_dir, exist_ok=True)
-    write_atomic(layout.args_file, response_file(line))
+    staging = layout.staging()
     with contextlib.suppress(FileNotFoundError):
         os.unlink(layout.list_file)
-    argv = [*command, "@" + layout.args_file, *layout.flags(is_raw_linker(command))]
+    shutil.rmtree(staging.index_dir, ignore_errors=True)  # what a killed step left
+    os.makedirs(staging.index_dir)
+    write_atomic(layout.args_file, response_file(line))
+    argv = [*command, "@" + layout.args_file, *staging.flags(is_raw_linker(command))]
     try:
-        proc = subprocess.run(argv, capture_output=True)
-    except OSError as err:
-        raise BadInput(f"cannot run the index command {command[0]!r}: {err.strerror}") from None
-    stderr = proc.stderr.decode(errors="replace")
-    if proc.returncode != 0:
-        status = 128 - proc.returncode if proc.returncode < 0 else proc.returncode
-        how = (
-            f"was killed by {signal.Signals(-proc.returncode).name}"
-            if proc.returncode < 0
-            else f"exited with status {proc.returncode}"
-        )
-        raise DistLtoError(f"index step failed: {command[0]} {how}", status=status, detail=stderr)
+        try:
+            proc = subprocess.run(argv, capture_output=True)
+        except OSError as err:
+            raise BadInput(f"cannot run the index command {command[0]!r}: {err.strerror}") from None
+        stderr = proc.stderr.decode(errors="replace")
+        if proc.returncode != 0:
+            status = 128 - proc.returncode if proc.returncode < 0 else proc.returncode
+            how = (
+                f"was killed by {signal.Signals(-proc.returncode).name}"
+                if proc.returncode < 0
+                else f"exited with status {proc.returncode}"
+            )
+            raise DistLtoError(
+                f"index step failed: {command[0]} {how}", status=status, detail=stderr
+            )
+        publish(staging, layout)
+    finally:
+        shutil.rmtree(staging.index_dir, ignore_errors=True)
     if stderr:
         sys.stderr.write(stderr)
+
+
+def publish(staging: Layout, layout: Layout) -> None:
+    """Move what LLD wrote under `staging` into `layout`'s places, then write the list with
+    its entries respelled for `layout`. Each move is a rename: one per top-level entry
+    when the index directory starts out empty, as a build system's output does."""
+    entries = read_list(staging)
+    _merge(staging.index_dir, layout.index_dir, skip=os.path.basename(staging.list_file))
+    old = staging.prefix
+    write_atomic(
+        layout.list_file,
+        "".join(layout.prefix + e[len(old) :] + "\n" for e in entries).encode(
+            errors="surrogateescape"
+        ),
+    )
+
+
+def _merge(src: str, dst: str, skip: str = "") -> None:
+    """Rename each entry of `src` to the same name in `dst`, descending only where both
+    are directories (so files already in `dst` and not in `src` stay)."""
+    with os.scandir(src) as entries:
+        for entry in entries:
+            if entry.name == skip:
+                continue
+            target = os.path.join(dst, entry.name)
+            if entry.is_dir(follow_symlinks=False) and os.path.isdir(target):
+                _merge(entry.path, target)
+            else:
+                os.replace(entry.path, target)
 
 
 def read_list(layout: Layout) -> list[str]:
