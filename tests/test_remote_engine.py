@@ -214,7 +214,7 @@ def test_an_unreachable_engine_fails_in_one_line_and_writes_nothing(
     assert proc.returncode == 1
     (line,) = proc.stderr.splitlines()
     assert line.startswith(f"dist-lto distribute: error: grpc://127.0.0.1:{port}: ")
-    assert "cannot reach the remote engine" in line and "after 4 attempts" in line
+    assert "cannot reach the remote service" in line and "after 4 attempts" in line
     assert [o for o in outputs if (root / o).exists()] == []
     assert leftovers(root) == []
 
@@ -380,15 +380,15 @@ def test_inlined_output_contents_are_checked_against_their_digest(
     job = files.jobs[0]
     good = Path(job.output).read_bytes()
     Path(job.output).unlink()
-    executor = RemoteExecutor.__new__(RemoteExecutor)  # no engine: only `_finish` runs
+    executor = RemoteExecutor.__new__(RemoteExecutor)  # no engine: only `finish` runs
     executor.files = files
     executor.settings = settings_from_options("grpc://127.0.0.1:1", None, [], None)
     result = re_pb2.ActionResult(exit_code=0)
     damaged = bytes([good[0] ^ 0xFF]) + good[1:]
     result.output_files.add(path=job.output, digest=digest_of(good), contents=damaged)
     with pytest.raises(CorruptBlob, match="came back corrupted"):
-        executor._finish(job, result, {job.output: job.output}, "a")
+        executor.finish(job, result, {job.output: job.output}, "a")
     assert not Path(job.output).exists() and leftovers(root) == []
     result.output_files[0].contents = good
-    executor._finish(job, result, {job.output: job.output}, "a")
+    executor.finish(job, result, {job.output: job.output}, "a")
     assert Path(job.output).read_bytes() == good

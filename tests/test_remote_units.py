@@ -30,6 +30,8 @@ hosts = st.one_of(
 @given(hosts, st.integers(1, 65535))
 def test_grpc_addresses_become_grpc_targets(host: str, port: int) -> None:
     assert parse_address(f"grpc://{host}:{port}") == f"{host}:{port}"
+    assert parse_address(f"grpcs://{host}:{port}") == f"{host}:{port}"
+    assert parse_address(f"grpcs://{host}") == f"{host}:443"
 
 
 @given(st.text(max_size=40))
@@ -41,12 +43,15 @@ def test_any_other_address_is_bad_input_never_a_crash(text: str) -> None:
         assert err.message.startswith("--remote: ")
         assert "\n" not in err.message
     else:
-        assert text.startswith("grpc://") and target == text.removeprefix("grpc://")
+        scheme = "grpcs://" if text.startswith("grpcs://") else "grpc://"
+        assert text.startswith(scheme)
+        rest = text.removeprefix(scheme)
+        assert target == rest or (scheme == "grpcs://" and target == rest + ":443")
 
 
 @pytest.mark.parametrize(
     "text",
-    ["127.0.0.1:8980", "grpcs://h:1", "http://h:1", "grpc://h", "grpc://h:0", "grpc://h:65536",
+    ["127.0.0.1:8980", "https://h:1", "http://h:1", "grpc://h", "grpc://h:0", "grpc://h:65536",
      "grpc://:80", "grpc://h:8x", "grpc://a b:1"],
 )  # fmt: skip
 def test_addresses_we_cannot_use_are_named_in_the_error(text: str) -> None:
@@ -178,7 +183,7 @@ def test_remote_options_without_remote_are_bad_input(tmp_path: Path) -> None:
     proc = run_cli(["distribute", "--instance=x", "jobs.json"], cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr == (
-        "dist-lto distribute: error: --instance, --remote-header and --platform need --remote\n"
+        "dist-lto distribute: error: --instance needs --remote or --remote-cache\n"
     )
 
 
@@ -192,6 +197,8 @@ def test_a_bad_remote_address_is_bad_input_before_anything_runs(tmp_path: Path) 
 def test_help_documents_the_remote_options() -> None:
     proc = run_cli(["distribute", "--help"])
     assert proc.returncode == 0
-    for option in ("--remote grpc://HOST:PORT", "--instance NAME", "--remote-header K=V",
-                   "--platform K=V"):  # fmt: skip
+    for option in ("--remote URL", "--remote-cache URL", "--instance NAME", "--remote-header K=V",
+                   "--platform K=V", "--remote-ca PEM", "--remote-client-cert PEM",
+                   "--remote-client-key PEM", "--credential-helper PROGRAM",
+                   "--remote-timeout SECONDS"):  # fmt: skip
         assert option in proc.stdout

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     import argparse
 
     from dist_lto.distribute.jobserver import JobSlots
+    from dist_lto.distribute.remote.cache_only import RemoteCache
+    from dist_lto.distribute.remote.settings import RemoteSettings
     from dist_lto.distribute.result_cache import KeyMaker, ResultCache
     from dist_lto.distribute.trace import Trace
 
@@ -37,8 +39,11 @@ USAGE = (
     "dist-lto distribute [-h] [--jobs N] [--cache-dir DIR | --no-cache]\n"
     "                           [--cache-max-size SIZE] [--no-fork-server]\n"
     "                           [--verbose | --quiet] [--trace FILE]\n"
-    "                           [--remote grpc://HOST:PORT [--instance NAME]\n"
-    "                            [--remote-header K=V]... [--platform K=V]...] JOB_FILE"
+    "                           [--remote URL | --remote-cache URL] [--instance NAME]\n"
+    "                           [--remote-ca PEM] [--remote-client-cert PEM\n"
+    "                            --remote-client-key PEM] [--credential-helper PROGRAM]\n"
+    "                           [--remote-header K=V]... [--platform K=V]...\n"
+    "                           [--remote-timeout SECONDS] JOB_FILE"
 )
 DESCRIPTION = """\
 A distributor for LLD's distributed ThinLTO (DTLTO). LLD runs it with the job file it
@@ -61,7 +66,9 @@ start-up per job; --no-fork-server starts a compiler per job instead.
 With --remote, each job runs as an action on a Remote Execution API engine (BuildBarn,
 say) instead of here: the engine's action cache is asked first, so results any machine
 computed are reused; inputs go to its CAS, the outputs come back and are checked as
-strictly as local ones (docs/remote.md)."""
+strictly as local ones (docs/remote.md). With --remote-cache, jobs run here and only
+results are shared through the service's action cache and CAS (like Bazel's
+--remote_cache)."""
 EPILOG = """\
 The job file is LLD 22's format (docs/distribute.md); anything else is rejected with its
 JSON pointer (exit 2). Progress: one updating line when stderr is a terminal, otherwise
@@ -69,10 +76,20 @@ one summary line per link (jobs, cached, failed, wall time, slowest module; --qu
 drops it), errors and the compilers' warnings (--verbose lists every job). Under
 `make -jK` (MAKEFLAGS --jobserver-auth=fifo:PATH or R,W) every backend beyond the
 first takes one of make's job slots, so concurrent links run at most K together.
-Exit status: 0 success; 2 bad input; the failing compiler's status (128+N for signal
-N); 1 when a compiler exits 0 without a complete object; 128+N when stopped by signal N."""
+Exit status: 0 success; 2 bad input, or a remote service that refuses our TLS
+settings or credentials; the failing compiler's status (128+N for signal N); 1 when a
+compiler exits 0 without a complete object, or the remote service fails; 128+N when
+stopped by signal N."""
 
 _VALUE_OPTIONS = {
+    "--remote": "remote",
+    "--remote-cache": "remote_cache",
+    "--instance": "instance",
+    "--remote-ca": "remote_ca",
+    "--remote-client-cert": "remote_client_cert",
+    "--remote-client-key": "remote_client_key",
+    "--credential-helper": "credential_helper",
+    "--remote-timeout": "remote_timeout",
     "--jobs": "jobs",
     "-j": "jobs",
     "--cache-dir": "cache_dir",
@@ -93,13 +110,21 @@ class Options:
     """The command line, as strings (checked by `settings`)."""
 
     __slots__ = (
-        "cache_dir", "cache_max_size", "instance", "job_file", "jobs", "no_cache",
-        "no_fork_server", "platform", "quiet", "remote", "remote_header", "trace", "verbose",
+        "cache_dir", "cache_max_size", "credential_helper", "instance", "job_file", "jobs",
+        "no_cache", "no_fork_server", "platform", "quiet", "remote", "remote_ca",
+        "remote_cache", "remote_client_cert", "remote_client_key", "remote_header",
+        "remote_timeout", "trace", "verbose",
     )  # fmt: skip
 
     def __init__(self) -> None:
         self.remote: str | None = None
+        self.remote_cache: str | None = None
         self.instance: str | None = None
+        self.remote_ca: str | None = None
+        self.remote_client_cert: str | None = None
+        self.remote_client_key: str | None = None
+        self.credential_helper: str | None = None
+        self.remote_timeout: str | None = None
         self.remote_header: list[str] = []
         self.platform: list[str] | None = None
         self.job_file = ""
@@ -127,24 +152,56 @@ def _parse_fast(argv: list[str]) -> Options | None:
 
 def build_parser() -> "argparse.ArgumentParser":
     """The argparse parser: the reference for `--help` and for usage errors."""
-    parser = argument_parser(PROG, USAGE, DESCRIPTION, EPILOG)
+    from dist_lto import configuration
+
+    epilog = EPILOG + "\n\n" + configuration.describe(configuration.LOCAL + configuration.REMOTE)
+    parser = argument_parser(PROG, USAGE, DESCRIPTION, epilog)
     add_local_options(parser)
     add_report_options(parser)
-    remote = parser.add_argument_group("remote execution (docs/remote.md)")
-    remote.add_argument(
+    remote = parser.add_argument_group("remote execution and caching (docs/remote.md)")
+    where = remote.add_mutually_exclusive_group()
+    where.add_argument(
         "--remote",
-        metavar="grpc://HOST:PORT",
-        help="run the jobs on this Remote Execution API engine (plaintext gRPC)",
+        metavar="URL",
+        help="run the jobs on this Remote Execution API engine: grpc://HOST:PORT"
+        " (plaintext) or grpcs://HOST[:PORT] (TLS)",
+    )
+    where.add_argument(
+        "--remote-cache",
+        metavar="URL",
+        help="run the jobs here, sharing their results through this REAPI action cache"
+        " and CAS (grpc:// or grpcs://)",
     )
     remote.add_argument(
-        "--instance", metavar="NAME", help="the engine's instance name (default: none)"
+        "--instance", metavar="NAME", help="the service's instance name (default: none)"
+    )
+    remote.add_argument(
+        "--remote-ca",
+        metavar="PEM",
+        help="check the service's TLS certificate against these CAs (default: the system's roots)",
+    )
+    remote.add_argument(
+        "--remote-client-cert",
+        metavar="PEM",
+        help="client certificate for mutual TLS (with --remote-client-key)",
+    )
+    remote.add_argument(
+        "--remote-client-key", metavar="PEM", help="the client certificate's private key"
+    )
+    remote.add_argument(
+        "--credential-helper",
+        metavar="PROGRAM",
+        help="a program speaking Bazel's credential-helper protocol, asked for the"
+        " headers of every call (their values are never printed)",
     )
     remote.add_argument(
         "--remote-header",
         metavar="K=V",
         action="append",
         default=[],
-        help="gRPC metadata sent with every remote call (repeatable; an auth token, say)",
+        help="gRPC metadata sent with every remote call (repeatable; prefer a credential"
+        " helper or the configuration file for secrets: a command line is visible to"
+        " every user of the machine)",
     )
     remote.add_argument(
         "--platform",
@@ -152,6 +209,11 @@ def build_parser() -> "argparse.ArgumentParser":
         action="append",
         help="platform property of every action (repeatable; replaces the default"
         " OSFamily=linux toolchain=llvm-22, which says the compiler is preinstalled)",
+    )
+    remote.add_argument(
+        "--remote-timeout",
+        metavar="SECONDS",
+        help="longest time one action may run on a worker (default: the engine's)",
     )
     parser.add_argument(
         "job_file",
@@ -227,22 +289,20 @@ class Settings:
     __slots__ = ("cache_dir", "cache_max_size", "fork_server", "jobs", "quiet", "remote",
                  "tools_dir", "trace", "verbose")  # fmt: skip
 
-    def __init__(self, opts: Options) -> None:
+    def __init__(self, opts: Options, *, remote: bool = True) -> None:
+        """`remote`: whether remote settings apply (`dist-lto link` has none)."""
+        from dist_lto import configuration
         from dist_lto.distribute.result_cache import DEFAULT_MAX_SIZE, default_cache_dir, parse_size
 
-        self.remote = None
-        if opts.remote is not None:
-            from dist_lto.distribute.remote.settings import settings_from_options
-
-            self.remote = settings_from_options(
-                opts.remote, opts.instance, opts.remote_header, opts.platform
-            )
-        elif opts.instance is not None or opts.remote_header or opts.platform is not None:
-            raise BadInput("--instance, --remote-header and --platform need --remote")
-        self.jobs = _cpu_count() if self.remote is None else REMOTE_JOBS
+        sources = configuration.LOCAL + (configuration.REMOTE if remote else ())
+        origin = configuration.fill(opts, sources)
+        self.remote = remote_settings(opts, origin)
+        executes = self.remote is not None and not self.remote.cache_only
+        self.jobs = REMOTE_JOBS if executes else _cpu_count()
         if opts.jobs is not None:
             if not (opts.jobs.isascii() and opts.jobs.isdigit() and int(opts.jobs) > 0):
-                raise BadInput(f"--jobs: expected a positive integer, got {opts.jobs!r}")
+                where = origin.get("jobs", "--jobs")
+                raise BadInput(f"{where}: expected a positive integer, got {opts.jobs!r}")
             self.jobs = int(opts.jobs)
         self.cache_dir = None if opts.no_cache else (opts.cache_dir or default_cache_dir())
         self.tools_dir = default_cache_dir()
@@ -250,16 +310,55 @@ class Settings:
         remembered compiler identities): per user, whatever --cache-dir says, since a
         shared cache directory may be another machine's, and a new one must not cost
         every compiler's identity again."""
-        self.fork_server = not opts.no_fork_server and self.remote is None
+        self.fork_server = not opts.no_fork_server and not executes
         self.cache_max_size = DEFAULT_MAX_SIZE
         if opts.cache_max_size is not None:
             try:
                 self.cache_max_size = parse_size(opts.cache_max_size)
             except ValueError as err:
-                raise BadInput(f"--cache-max-size: {err}") from None
+                where = origin.get("cache_max_size", "--cache-max-size")
+                raise BadInput(f"{where}: {err}") from None
         self.verbose = opts.verbose
         self.quiet = opts.quiet
         self.trace = opts.trace
+
+
+def remote_settings(opts: Options, origin: dict[str, str]) -> "RemoteSettings | None":
+    """The remote service's settings, or None for none; each problem is named after
+    where its value came from (an option, a variable, the configuration file). Remote
+    settings from the environment or the file without an address there are unused."""
+    address = opts.remote or opts.remote_cache
+    if address is None:
+        named = [
+            origin.get(attr, option)
+            for attr, option in (
+                ("instance", "--instance"), ("remote_header", "--remote-header"),
+                ("platform", "--platform"), ("remote_ca", "--remote-ca"),
+                ("remote_client_cert", "--remote-client-cert"),
+                ("remote_client_key", "--remote-client-key"),
+                ("credential_helper", "--credential-helper"),
+                ("remote_timeout", "--remote-timeout"),
+            )
+            if getattr(opts, attr) not in (None, []) and attr not in origin
+        ]  # fmt: skip
+        if named:
+            raise BadInput(f"{named[0]} needs --remote or --remote-cache")
+        return None
+    from dist_lto.distribute.remote.settings import settings_from_options
+
+    return settings_from_options(
+        address,
+        opts.instance,
+        opts.remote_header,
+        opts.platform,
+        ca=opts.remote_ca,
+        client_cert=opts.remote_client_cert,
+        client_key=opts.remote_client_key,
+        credential_helper=opts.credential_helper,
+        timeout=opts.remote_timeout,
+        cache_only=opts.remote is None,
+        origin=origin,
+    )
 
 
 REMOTE_JOBS = 16
@@ -296,6 +395,32 @@ def _open_cache(
         reporter.note(f"warning: result cache not used: {err.filename}: {err.strerror}")
         return None, None
     return cache, KeyMaker(files, identity)
+
+
+def _open_remote_cache(
+    files: JobFile, settings: Settings, reporter: Reporter
+) -> "RemoteCache | None":
+    """The remote cache (`--remote-cache`): keyed by the compiler's contents, like the
+    local one. A service that refuses our TLS settings or credentials, or is not a
+    cache clients may write, fails the link: that is a configuration to fix. One that
+    cannot be reached only warns, and the jobs compile here."""
+    from dist_lto.distribute.remote.cache_only import RemoteCache
+    from dist_lto.distribute.remote.connection import RemoteFailed
+    from dist_lto.distribute.result_cache import command_identity
+    from dist_lto.errors import EXIT_BAD_INPUT
+
+    assert settings.remote is not None
+    try:
+        identity = command_identity(files.args, settings.tools_dir)
+    except (BadInput, OSError):
+        return None  # the jobs will say what is wrong with the compiler
+    try:
+        return RemoteCache(files, settings.remote, "cache-only\0" + identity)
+    except RemoteFailed as err:
+        if err.status == EXIT_BAD_INPUT or "cannot reach" not in err.message:
+            raise
+        reporter.note(f"warning: remote cache not used: {err.message}")
+        return None
 
 
 def _private_tmpdir() -> str | None:
@@ -397,7 +522,7 @@ def main(argv: list[str]) -> int:
 
 def _job_slots(settings: Settings, reporter: Reporter) -> "JobSlots | None":
     """The build's job slots when GNU make advertises a jobserver (local jobs only)."""
-    if settings.remote is not None or "MAKEFLAGS" not in os.environ:
+    if (settings.remote and not settings.remote.cache_only) or "MAKEFLAGS" not in os.environ:
         return None
     from dist_lto.distribute.jobserver import JobSlots, open_jobserver
 
@@ -425,22 +550,26 @@ def run_jobs(
             write_trace(trace, reporter)
         return Distribution(files, 1, reporter)
     cache, keys = _open_cache(files, settings, reporter)
-    remote = None
-    if settings.remote is not None:
+    remote = remote_cache = None
+    if settings.remote is not None and not settings.remote.cache_only:
         from dist_lto.distribute.remote.executor import RemoteExecutor
 
         remote = RemoteExecutor(files, settings.remote)
+    elif settings.remote is not None:
+        remote_cache = _open_remote_cache(files, settings, reporter)
     preload = _fork_server_library(files, settings, reporter)
     slots = _job_slots(settings, reporter)
     private_tmp = _private_tmpdir()
     distribution = Distribution(
-        files, settings.jobs, reporter, cache, keys, remote, preload, slots=slots, trace=trace
-    )
+        files, settings.jobs, reporter, cache, keys, remote, preload, slots=slots, trace=trace,
+        remote_cache=remote_cache,
+    )  # fmt: skip
     if settings.verbose:
         reporter.note(
             f"{len(files.jobs)} jobs from {files.path}, {distribution.workers} at a"
             f" time, cache {settings.cache_dir or 'off'}"
-            + (f", remote {settings.remote.address}" if settings.remote else "")
+            + (f", remote {settings.remote.address}" if remote else "")
+            + (f", remote cache {settings.remote.address}" if remote_cache else "")
             + (f", fork server {preload}" if preload else "")
             + (f", jobserver {slots.server.description}" if slots else "")
         )
@@ -463,6 +592,8 @@ def run_jobs(
             slots.close()
         if remote is not None:
             remote.close()
+        if remote_cache is not None:
+            remote_cache.close()
         _report_damage(distribution, reporter)
         if backend.gone_parent():
             _remove_linker_temporaries(files, backend.gone_parent())

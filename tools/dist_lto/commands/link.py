@@ -56,11 +56,13 @@ backend's or the final link's own status (128+N for signal N); 1 when a backend 
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from dist_lto import configuration
+
     parser = argparse.ArgumentParser(
         prog=PROG,
         usage=USAGE,
         description=DESCRIPTION,
-        epilog=EPILOG,
+        epilog=EPILOG + "\n\n" + configuration.describe(configuration.LOCAL),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     distribute.add_local_options(parser)
@@ -88,7 +90,7 @@ def _settings(opts: argparse.Namespace) -> distribute.Settings:
     for name in ("jobs", "cache_dir", "cache_max_size", "no_cache", "no_fork_server", "verbose",
                  "quiet", "trace"):  # fmt: skip
         setattr(shared, name, getattr(opts, name))
-    return distribute.Settings(shared)
+    return distribute.Settings(shared, remote=False)
 
 
 def _compiler(opts: argparse.Namespace) -> str:

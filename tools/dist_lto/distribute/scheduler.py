@@ -2,7 +2,8 @@
 
 Each worker takes a slot of the build's jobserver when there is one (`jobserver.py`),
 then the next job, asks the result cache, runs the job here (through its fork server
-when it has one) or on the remote engine, and stores the result; with `--trace`, each
+when it has one) or on the remote engine, and stores the result (with a remote cache,
+asked after the local one and given what compiled here); with `--trace`, each
 job and its steps become slices of that worker's thread (`trace.py`). The first
 failure stops the rest: no new job starts and running compilers get the signal.
 """
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from dist_lto.distribute.jobserver import JobSlots
+    from dist_lto.distribute.remote.cache_only import RemoteCache
     from dist_lto.distribute.remote.executor import RemoteExecutor
     from dist_lto.distribute.result_cache import KeyMaker, ResultCache
     from dist_lto.distribute.trace import Trace
@@ -95,6 +97,7 @@ class Distribution:
         *,
         slots: "JobSlots | None" = None,
         trace: "Trace | None" = None,
+        remote_cache: "RemoteCache | None" = None,
     ) -> None:
         self.files = files
         self.slots = slots
@@ -104,6 +107,10 @@ class Distribution:
         """The fork server's library, when jobs are forked (`WorkerCompiler`)."""
         self.remote = remote
         """Where jobs run when not here: the seam between local and remote execution."""
+        self.remote_cache = remote_cache
+        """A shared cache of results for jobs that run here (`--remote-cache`)."""
+        self.remote_cache_trouble = ""
+        """Why the remote cache stopped being used (it costs reuse, never the link)."""
         self.reporter = reporter
         self.cache = cache
         self.keys = keys
@@ -242,7 +249,7 @@ class Distribution:
         with self.lock:
             self.running -= 1
             self.done += 1
-            self.cached += outcome.status is Status.CACHED
+            self.cached += outcome.status in (Status.CACHED, Status.REMOTE_CACHED)
             if seconds >= self.slowest[0]:
                 self.slowest = (seconds, job.module)
             try:  # noqa: SIM105 (contextlib costs an import for one use)
@@ -282,12 +289,20 @@ class Distribution:
             with self.lock:
                 self.misses += 1
         step = time.monotonic_ns()
-        if self.remote is None:
-            outcome = Outcome(self._run_local(job, compiler))
-            self._step(worker, "compile", step)
-        else:
+        if self.remote is not None:
             outcome = self._run_remote(job)
             self._step(worker, "remote", step)
+        elif self.remote_cache is not None and self._from_remote_cache(job):
+            outcome = Outcome(Status.REMOTE_CACHED)
+            self._step(worker, "remote cache lookup", step)
+        else:
+            status, warnings = self._run_local(job, compiler)
+            outcome = Outcome(status)
+            self._step(worker, "compile", step)
+            if self.remote_cache is not None and not self.remote_cache_trouble:
+                step = time.monotonic_ns()
+                self._to_remote_cache(job, warnings)
+                self._step(worker, "remote cache store", step)
         if key is not None and all(os.path.exists(extra) for extra in job.outputs[1:]):
             step = time.monotonic_ns()
             self._store(key, job)
@@ -303,7 +318,47 @@ class Distribution:
                 self.reporter.warnings(remote.stderr)
         return Outcome(remote.how, remote.worker)
 
-    def _run_local(self, job: Job, compiler: WorkerCompiler) -> Status:
+    def _from_remote_cache(self, job: Job) -> bool:
+        """Whether the remote cache had the job (its outputs are then in place). A result
+        that fails a check is refused (the job compiles); a service that fails is left
+        alone for the rest of the link, with one warning."""
+        from dist_lto.backend import BackendFailed
+        from dist_lto.distribute.remote.connection import RemoteFailed
+
+        assert self.remote_cache is not None
+        if self.remote_cache_trouble:
+            return False
+        try:
+            stderr, damage = self.remote_cache.lookup(job)
+        except BackendFailed as err:  # exit 0 but no complete object: never use it
+            with self.lock:
+                self.remote_damage.append((f"remote result of {job.output}", err.message))
+            return False
+        except RemoteFailed as err:
+            self._remote_cache_failed(err)
+            return False
+        with self.lock:
+            self.remote_damage.extend(damage)
+            if stderr:
+                self.reporter.warnings(stderr)
+        return stderr is not None
+
+    def _to_remote_cache(self, job: Job, warnings: bytes) -> None:
+        from dist_lto.distribute.remote.connection import RemoteFailed
+
+        assert self.remote_cache is not None
+        try:
+            self.remote_cache.upload(job, warnings)
+        except RemoteFailed as err:
+            self._remote_cache_failed(err)
+
+    def _remote_cache_failed(self, err: DistLtoError) -> None:
+        with self.lock:
+            if not self.remote_cache_trouble:
+                self.remote_cache_trouble = err.message
+                self.reporter.note(f"warning: remote cache not used from now on: {err.message}")
+
+    def _run_local(self, job: Job, compiler: WorkerCompiler) -> tuple[Status, bytes]:
         for extra in job.outputs[1:]:
             remove_quietly(extra)
         try:
@@ -326,7 +381,7 @@ class Distribution:
         if warnings:
             with self.lock:
                 self.reporter.warnings(warnings)
-        return Status.FORKED if compiler.forked else Status.COMPILED
+        return (Status.FORKED if compiler.forked else Status.COMPILED), warnings or b""
 
     def _started(self, job: Job, pid: int) -> None:
         """The job's compiler runs: pin it, so `_stop_children` can reach it (and only it)."""
