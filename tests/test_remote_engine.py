@@ -82,11 +82,15 @@ def link_remote(
     cache: Path,
     instance: str,
     extra: list[str] = (),
+    *,
+    flag: str = "--remote",
+    address: str = "",
 ) -> RemoteLink:
-    """Link `build` through LLD's DTLTO with `dist-lto distribute --remote --verbose`."""
+    """Link `build` through LLD's DTLTO with `dist-lto distribute --remote --verbose`
+    (or `flag`, `--remote-cache` say, and another service's `address`)."""
     out = build.name
     (build.root / out).unlink(missing_ok=True)
-    args = ["distribute", f"--remote={engine.address}", f"--instance={instance}",
+    args = ["distribute", f"{flag}={address or engine.address}", f"--instance={instance}",
             f"--cache-dir={cache}", "--verbose", *extra]  # fmt: skip
     proc = subprocess.run(
         [workloads.CLANG, "-flto=thin", "-fuse-ld=lld", "-O2", *build.objects, *build.native,

@@ -1,0 +1,100 @@
+"""`dist-lto distribute --remote-cache`: jobs compile here, results are shared through a
+REAPI action cache and CAS, on real services on loopback.
+
+Two clean clones of Lua (other directories, empty local caches, other LLD processes, so
+other file names) link one after the other: the first compiles every backend and
+uploads it, the second compiles nothing. The engine's workers never run anything:
+read from their logs. A result in the remote cache that is not a complete object is
+refused and compiled here instead: a cache never poisons a link.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import DtltoLink, run_cli
+from dist_lto.distribute.remote.cache_only import RemoteCache
+from dist_lto.distribute.remote.cas import digest_of
+from dist_lto.distribute.remote.protos import re_pb2
+from dist_lto.distribute.remote.results import key_action
+from dist_lto.distribute.remote.settings import settings_from_options
+from dist_lto.distribute.result_cache import command_identity
+from dist_lto.formats.jobfile import read_job_file
+from support import buildbarn, workloads
+from test_remote_engine import fresh_instance, link_remote, worker_record
+
+
+def clone_link(engine: buildbarn.Engine, tmp_path: Path, name: str, instance: str,
+               address: str = ""):  # fmt: skip
+    """Lua built and linked in a directory and with a local cache of its own."""
+    build = workloads.build("lua", tmp_path / name)
+    return link_remote(engine, build, tmp_path / f"cache-{name}", instance,
+                       flag="--remote-cache", address=address)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_two_clean_clones_share_every_backend_through_the_action_cache(
+    engine: buildbarn.Engine, tmp_path: Path
+) -> None:
+    instance = fresh_instance()
+    first = clone_link(engine, tmp_path, "one", instance)
+    assert first.proc.returncode == 0, first.proc.stderr
+    workloads.check_binary("lua", first.build.root / "lua")
+    assert len(first.lines("] compiled ")) == len(first.outputs) == 33
+    second = clone_link(engine, tmp_path, "two", instance)
+    assert second.proc.returncode == 0, second.proc.stderr
+    workloads.check_binary("lua", second.build.root / "lua")
+    assert len(second.lines("from the remote action cache (ran on ")) == 33
+    assert second.lines("] compiled ") == []
+    assert worker_record(engine, instance).started == {}  # no worker ran anything
+    objects = [sorted(link.build.root.glob("*.native.o")) for link in (first, second)]
+    assert [p.read_bytes() for p in objects[0]] == [p.read_bytes() for p in objects[1]]
+
+
+@pytest.mark.slow
+def test_a_cached_result_that_is_no_object_is_refused_and_compiled_here(
+    engine: buildbarn.Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    instance = fresh_instance()
+    first = clone_link(engine, tmp_path, "one", instance)
+    assert first.proc.returncode == 0, first.proc.stderr
+    # Replace every result the first link filed by one whose object is text.
+    (job_file,) = first.build.root.glob("lua.*.dist-file.json")
+    monkeypatch.chdir(first.build.root)  # the job file's paths are relative to it
+    files = read_job_file(job_file.name)
+    settings = settings_from_options(engine.address, instance, [], None, cache_only=True)
+    identity = command_identity(files.args, str(tmp_path / "tools"))
+    cache = RemoteCache(files, settings, "cache-only\0" + identity)
+    garbage = b"not an object\n"
+    cache.store.upload({(digest_of(garbage).hash, len(garbage)): garbage}, {})
+    try:
+        for job in files.jobs:
+            result = re_pb2.ActionResult(exit_code=0)
+            result.output_files.add(path="0", digest=digest_of(garbage))
+            key = cache.keys.key(job)
+            assert key is not None
+            assert cache.file_result(key_action(key, cache.platform), result, "test")
+    finally:
+        cache.close()
+    second = clone_link(engine, tmp_path, "two", instance)
+    assert second.proc.returncode == 0, second.proc.stderr
+    workloads.check_binary("lua", second.build.root / "lua")
+    assert second.lines("from the remote action cache") == []
+    assert "warning: 33 damaged cached results not used, the jobs ran again" in second.proc.stderr
+
+
+def test_an_unreachable_remote_cache_warns_and_the_jobs_compile_here(
+    small_dtlto: DtltoLink, tmp_path: Path
+) -> None:
+    root = tmp_path / "link"
+    shutil.copytree(small_dtlto.root, root)
+    for output in root.glob("*.native.o"):
+        output.unlink()
+    proc = run_cli(["distribute", "--remote-cache=grpc://127.0.0.1:1", "--no-cache",
+                    small_dtlto.job_file], cwd=root)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "warning: remote cache not used: grpc://127.0.0.1:1: GetCapabilities: cannot reach" \
+        in proc.stderr  # fmt: skip
+    assert len(list(root.glob("*.native.o"))) == 4
