@@ -396,3 +396,17 @@ def test_inlined_output_contents_are_checked_against_their_digest(
     result.output_files[0].contents = good
     executor.finish(job, result, {job.output: job.output}, "a")
     assert Path(job.output).read_bytes() == good
+
+
+@pytest.mark.slow
+def test_an_action_over_its_timeout_fails_at_once_naming_the_timeout(
+    engine: buildbarn.Engine, tmp_path: Path
+) -> None:
+    build = workloads.build("lua", tmp_path / "b")
+    link = link_remote(engine, build, tmp_path / "cache", fresh_instance(),
+                       ["--remote-timeout=0.05"])  # fmt: skip
+    assert link.proc.returncode != 0
+    (line,) = link.lines("error: job ")
+    assert "ran longer than its timeout (0.05 s, --remote-timeout): DEADLINE_EXCEEDED" in line
+    assert "attempts" not in line  # the worker ran it that long: no other try
+    assert leftovers(build.root) == []

@@ -176,6 +176,11 @@ class RemoteExecutor(RemoteResults):
             if status.code == code_pb2.FAILED_PRECONDITION and _missing(status):
                 self.store.upload(blobs, files, force=True, action_id=action_id)
                 continue
+            if status.code == code_pb2.DEADLINE_EXCEEDED and self._timed_out(response):
+                raise RemoteFailed(
+                    f"{self.settings.address}: action {action_id} ran longer than its"
+                    f" timeout ({self.settings.timeout:g} s, --remote-timeout): {last}"
+                )
             if status.code in _TRANSIENT_CODES:
                 continue
             raise RemoteFailed(f"{self.settings.address}: Execute of action {action_id}: {last}")
@@ -183,6 +188,19 @@ class RemoteExecutor(RemoteResults):
             f"{self.settings.address}: Execute of action {action_id}: {last}"
             f" (after {attempts} attempts)"
         )
+
+    def _timed_out(self, response: "re_pb2.ExecuteResponse") -> bool:
+        """Whether a DEADLINE_EXCEEDED is the action's own timeout (a worker ran it that
+        long) rather than a lost worker's, which is worth another try."""
+        if not self.settings.timeout:
+            return False
+        meta = response.result.execution_metadata
+        if not meta.HasField("execution_start_timestamp"):
+            return False
+        ran = meta.execution_completed_timestamp.ToNanoseconds() - (
+            meta.execution_start_timestamp.ToNanoseconds()
+        )
+        return ran >= self.settings.timeout * 1e9
 
     def _wait(self, request: "re_pb2.ExecuteRequest", action_id: str) -> "re_pb2.ExecuteResponse":
         """One Execute call: follow its operation stream until the operation is done."""
