@@ -9,6 +9,9 @@ final link included) as
     remote-2w      --remote, the same engine with a second worker, a new instance
     remote-warm    --remote, a new local cache, the instance of a remote-2w link: every
                    backend comes from the engine's action cache (a second machine's link)
+    cache-cold     --remote-cache, a new instance: the backends here, results uploaded
+    cache-warm     --remote-cache, a new local cache, the instance of a cache-cold link:
+                   every backend comes from the service (a second clone's link)
 
 all in one run, round by round, on one loopback engine started here (the workers run on
 this machine, so remote-2w competes with nothing but the engine itself for the 2 cores).
@@ -91,6 +94,12 @@ def main() -> int:
                         timed("remote-warm", [*remote, f"--instance={instance}",
                                               f"--cache-dir={cache}"])  # fmt: skip
                         warm_instances.append(instance)
+                    if phase == "1w":
+                        shared = [f"--remote-cache={engine.address}",
+                                  f"--instance=bench-{uuid.uuid4().hex[:8]}"]  # fmt: skip
+                        timed("cache-cold", [*shared, f"--jobs={args.jobs}", "--no-cache"])
+                        timed("cache-warm", [*shared, f"--jobs={args.jobs}",
+                                             f"--cache-dir={work / f'cc-{r}'}"])  # fmt: skip
         finally:
             engine.stop()
     local = statistics.median(times["local"])
@@ -98,7 +107,7 @@ def main() -> int:
     for name, values in times.items():
         median = statistics.median(values)
         print(f"  {name:<12} {median:7.2f} s   ({', '.join(f'{v:.2f}' for v in values)})")
-    for name in ("remote-1w", "remote-2w", "remote-warm"):
+    for name in ("remote-1w", "remote-2w", "remote-warm", "cache-cold", "cache-warm"):
         print(f"{name}/local: {statistics.median(times[name]) / local:.2f}")
     return 0
 
