@@ -50,7 +50,7 @@ _RESPONSE = re.compile(r" ExecuteResponse: (?P<json>\{.*\})$")
 def worker_record(engine: buildbarn.Engine, instance: str) -> WorkerRecord:
     started: dict[str, list[str]] = {}
     outputs: dict[str, str] = {}
-    for name in ("w1", "w2"):
+    for name in engine.workers:
         current = None
         for line in engine.log(f"worker-{name}").read_text().splitlines():
             if m := _ACTION.search(line):
@@ -85,18 +85,20 @@ def link_remote(
     *,
     flag: str = "--remote",
     address: str = "",
+    env: dict[str, str] | None = None,
 ) -> RemoteLink:
     """Link `build` through LLD's DTLTO with `dist-lto distribute --remote --verbose`
-    (or `flag`, `--remote-cache` say, and another service's `address`)."""
+    (or `flag`, `--remote-cache` say, and another service's `address`; no `flag`: the
+    service and instance come from `env`, as DIST_LTO_* variables)."""
     out = build.name
     (build.root / out).unlink(missing_ok=True)
-    args = ["distribute", f"{flag}={address or engine.address}", f"--instance={instance}",
-            f"--cache-dir={cache}", "--verbose", *extra]  # fmt: skip
+    service = [f"{flag}={address or engine.address}", f"--instance={instance}"] if flag else []
+    args = ["distribute", *service, f"--cache-dir={cache}", "--verbose", *extra]
     proc = subprocess.run(
         [workloads.CLANG, "-flto=thin", "-fuse-ld=lld", "-O2", *build.objects, *build.native,
          "-o", out, *build.link_flags, f"-fthinlto-distributor={DIST_LTO}",
          *(f"-Xthinlto-distributor={a}" for a in args), "-Wl,--save-temps"],
-        cwd=build.root, capture_output=True, text=True,
+        cwd=build.root, capture_output=True, text=True, env=env,
     )  # fmt: skip
     outputs = []
     for job_file in sorted(build.root.glob(f"{out}.*.dist-file.json")):

@@ -222,9 +222,20 @@ class Engine:
     scheduler_worker_port: int
     pids: dict[str, int] = field(default_factory=dict)
     """Process name (`storage`, `scheduler`, `runner-w1`, `worker-w1`, ...) -> pid."""
+    tls_port: int = 0
+    """With TLS: the clients' port (TLS, a client certificate and a bearer token)."""
+    tls_dir: str = ""
+    """With TLS: the directory of `pki.make_pki` (server.pem, server.key, ca.pem, jwks.json)."""
 
     @property
     def address(self) -> str:
+        if self.tls_port:
+            return f"grpcs://127.0.0.1:{self.tls_port}"
+        return f"grpc://127.0.0.1:{self.storage_port}"
+
+    @property
+    def plaintext_address(self) -> str:
+        """The workers' listener: plaintext, no authentication (loopback only)."""
         return f"grpc://127.0.0.1:{self.storage_port}"
 
     @property
@@ -242,6 +253,11 @@ class Engine:
             "DIST_LTO_RE_STORAGE_PORT": str(self.storage_port),
             "DIST_LTO_RE_SCHEDULER_CLIENT_PORT": str(self.scheduler_client_port),
             "DIST_LTO_RE_SCHEDULER_WORKER_PORT": str(self.scheduler_worker_port),
+            "DIST_LTO_RE_TLS_PORT": str(self.tls_port) if self.tls_port else "",
+            "DIST_LTO_RE_TLS_DIR": self.tls_dir,
+            "DIST_LTO_RE_TLS_CLIENT_CA": (
+                (Path(self.tls_dir) / "ca.pem").read_text() if self.tls_dir else ""
+            ),
         }
         if worker:
             env["DIST_LTO_RE_WORKER"] = worker
@@ -273,7 +289,12 @@ class Engine:
         for name in ("cas-state", "ac-state"):
             (self.state / "storage" / name).mkdir(parents=True, exist_ok=True)
         self._spawn("storage", "bb_storage", "storage.jsonnet")
-        self._wait_for("storage", lambda: _listening(self.storage_port))
+        self._wait_for(
+            "storage",
+            lambda: (
+                _listening(self.storage_port) and (not self.tls_port or _listening(self.tls_port))
+            ),
+        )
         self._spawn("scheduler", "bb_scheduler", "scheduler.jsonnet")
         self._wait_for(
             "scheduler",
@@ -332,6 +353,7 @@ class Engine:
             bool(self.pids)
             and all(_alive(p) for p in self.pids.values())
             and _listening(self.storage_port)
+            and (not self.tls_port or _listening(self.tls_port))
         )
 
     def save(self) -> None:
@@ -341,6 +363,8 @@ class Engine:
             "scheduler_client_port": self.scheduler_client_port,
             "scheduler_worker_port": self.scheduler_worker_port,
             "pids": self.pids,
+            "tls_port": self.tls_port,
+            "tls_dir": self.tls_dir,
         }
         tmp = self.state / ".engine.json.tmp"
         tmp.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
@@ -353,7 +377,8 @@ class Engine:
         except (OSError, ValueError):
             return None
         return cls(state, doc["storage_port"], doc["scheduler_client_port"],
-                   doc["scheduler_worker_port"], dict(doc["pids"]))  # fmt: skip
+                   doc["scheduler_worker_port"], dict(doc["pids"]), doc.get("tls_port", 0),
+                   doc.get("tls_dir", ""))  # fmt: skip
 
 
 def _kill(pid: int, sig: int) -> None:
@@ -368,9 +393,13 @@ def _tail(path: Path, lines: int = 15) -> str:
         return "(no log)"
 
 
-def start(state: Path, *, workers: int = 1, port: int | None = None) -> Engine:
+def start(
+    state: Path, *, workers: int = 1, port: int | None = None, tls_dir: Path | None = None
+) -> Engine:
     """Start an engine with `workers` workers (w1, w2, ...) keeping its state in `state`;
-    an engine already running there is returned as it is (idempotent)."""
+    an engine already running there is returned as it is (idempotent). With `tls_dir`
+    (what `pki.make_pki` made), clients talk to it through a TLS listener that wants a
+    client certificate and a bearer token (`Engine.address`)."""
     state = state.resolve()
     existing = Engine.load(state)
     if existing is not None:
@@ -379,11 +408,14 @@ def start(state: Path, *, workers: int = 1, port: int | None = None) -> Engine:
         existing.stop()
     build()
     state.mkdir(parents=True, exist_ok=True)
-    ports = [port, port + 1, port + 2] if port else free_ports(3)
+    count = 4 if tls_dir else 3
+    ports = list(range(port, port + count)) if port else free_ports(count)
     for p in ports:
         if _listening(p):
             raise EngineError(f"port {p} on 127.0.0.1 is already in use")
-    engine = Engine(state, *ports)
+    engine = Engine(state, *ports[:3])
+    if tls_dir is not None:
+        engine.tls_port, engine.tls_dir = ports[3], str(tls_dir.resolve())
     try:
         engine.start_core()
         for i in range(1, workers + 1):

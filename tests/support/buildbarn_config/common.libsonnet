@@ -7,6 +7,8 @@
   storagePort: std.extVar('DIST_LTO_RE_STORAGE_PORT'),
   schedulerClientPort: std.extVar('DIST_LTO_RE_SCHEDULER_CLIENT_PORT'),
   schedulerWorkerPort: std.extVar('DIST_LTO_RE_SCHEDULER_WORKER_PORT'),
+  tlsPort: std.extVar('DIST_LTO_RE_TLS_PORT'),  // '' for no TLS listener
+  tlsDir: std.extVar('DIST_LTO_RE_TLS_DIR'),
 
   // Loopback only: nothing here authenticates, so nothing may listen elsewhere.
   server(port): {

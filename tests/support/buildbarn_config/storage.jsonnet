@@ -27,8 +27,49 @@ local localStore(name, blockBytes, blocks) = {
   },
 };
 
+// With DIST_LTO_RE_TLS_PORT set, a second listener for clients speaks TLS with the
+// certificate in DIST_LTO_RE_TLS_DIR and lets a call through only with a client
+// certificate the CA in DIST_LTO_RE_TLS_CLIENT_CA signed (unexpired) AND a bearer token
+// that the JSON Web Key Set there checks. Workers and the scheduler keep the plaintext
+// listener.
+local tlsServer = {
+  listenAddresses: ['127.0.0.1:' + common.tlsPort],
+  tls: {
+    serverKeyPair: {
+      files: {
+        certificatePath: common.tlsDir + '/server.pem',
+        privateKeyPath: common.tlsDir + '/server.key',
+        refreshInterval: '3600s',
+      },
+    },
+  },
+  authenticationPolicy: {
+    all: {
+      policies: [
+        {
+          tlsClientCertificate: {
+            clientCertificateAuthorities: std.extVar('DIST_LTO_RE_TLS_CLIENT_CA'),
+            validationJmespathExpression: '`true`',
+            metadataExtractionJmespathExpression: '`{}`',
+          },
+        },
+        {
+          jwt: {
+            jwksFile: common.tlsDir + '/jwks.json',
+            maximumCacheSize: 100,
+            cacheReplacementPolicy: 'LEAST_RECENTLY_USED',
+            claimsValidationJmespathExpression: '`true`',
+            metadataExtractionJmespathExpression: '`{}`',
+          },
+        },
+      ],
+    },
+  },
+};
+
 {
-  grpcServers: [common.server(common.storagePort)],
+  grpcServers: [common.server(common.storagePort)]
+               + (if common.tlsPort == '' then [] else [tlsServer]),
   maximumMessageSizeBytes: common.maximumMessageSizeBytes,
   contentAddressableStorage: {
     backend: localStore('cas', 256 * 1024 * 1024, 12),
