@@ -18,6 +18,7 @@ import pytest
 from dist_lto.llvm.toolchain import tool
 from hypothesis import settings
 from support import buildbarn, workloads
+from support.pki import Pki, make_pki
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -29,8 +30,8 @@ settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
-SLOW_FIXTURES = {"lua_objects", "zstd_objects", "lua_thin_index", "engine", "chromium",
-                 "lua", "zstd", "lua_distributed"}  # fmt: skip
+SLOW_FIXTURES = {"lua_objects", "zstd_objects", "lua_thin_index", "engine", "tls_engine",
+                 "chromium", "lua", "zstd", "lua_distributed"}  # fmt: skip
 """Fixtures that compile a real program from Debian's sources, start the BuildBarn
 engine or a browser: a test using one (directly or through another fixture) is `slow`."""
 SLOW_MODULES = {"test_buck2_examples", "test_buck2_remote", "test_buck2_rules",
@@ -162,6 +163,25 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[buildbarn.Engin
         pytest.fail(f"the BuildBarn engine did not start (run `bash .ci/setup`): {err}")
     yield running
     running.stop()
+
+
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    """A CA, certificates and tokens for a TLS-protected service (tests/support/pki.py)."""
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="session")
+def tls_engine(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[buildbarn.Engine]:
+    """A second BuildBarn engine (two workers) whose clients need TLS, a client
+    certificate and a bearer token (`pki`)."""
+    try:
+        engine = buildbarn.start(tmp_path_factory.mktemp("buildbarn-tls"), workers=2,
+                                 tls_dir=pki.ca.parent)  # fmt: skip
+    except buildbarn.EngineError as err:
+        pytest.fail(f"the BuildBarn engine did not start (run `bash .ci/setup`): {err}")
+    yield engine
+    engine.stop()
 
 
 CAPTURED = REPO / "examples" / "captured"

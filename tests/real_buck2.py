@@ -136,6 +136,9 @@ class Buck2:
     config: dict[str, str] = field(default_factory=machine_config)
     isolation_dir: str = field(default_factory=lambda: f"t-{uuid.uuid4().hex[:10]}")
     binary: str = field(default_factory=find_buck2)
+    env: dict[str, str] = field(default_factory=dict)
+    """Variables for the client, and so for a daemon it starts (which expands `$VAR`
+    in `[buck2_re_client]` values)."""
 
     def command(self, *args: str, config: bool = True) -> list[str]:
         """The argv of `buck2 ARGS` in this isolation dir with this project's config."""
@@ -152,7 +155,7 @@ class Buck2:
             capture_output=True,
             text=True,
             timeout=timeout,
-            env={**os.environ, "BUCK2_NO_INTERACTIVE_CONSOLE": "1"},
+            env={**os.environ, "BUCK2_NO_INTERACTIVE_CONSOLE": "1", **self.env},
         )
         if check and proc.returncode != 0:
             raise AssertionError(

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from real_buck2 import REPO, Buck2, scratch_project
 from support import buildbarn
+from support.pki import Pki
 from test_buck2_examples import EXPECTED
 
 DROPPED = "wordstats/0:main.o"
@@ -99,5 +100,37 @@ def test_an_opt_action_missing_one_import_fails_remotely_and_links_nothing(
         assert f"thin_lto_opt {DROPPED}" in proc.stderr, proc.stderr[-3000:]
         assert "Error loading imported file" in proc.stderr, proc.stderr[-3000:]
         assert not list((tmp_path / "buck-out").glob("**/__wordstats__/wordstats"))
+    finally:
+        buck2.kill()
+
+
+def test_a_build_on_an_engine_behind_tls_with_a_client_certificate_and_a_token(
+    tmp_path: Path, tls_engine: buildbarn.Engine, pki: Pki
+) -> None:
+    """Buck2's own RE client: `tls_ca_certs`, `tls_client_cert` (certificate and key in
+    one file) and a bearer token in `http_headers`, expanded from the daemon's
+    environment so that no file holds it."""
+    # Buck2 takes a TLS service's address without a scheme: `tls = true` says how.
+    bare = tls_engine.address.removeprefix("grpcs://")
+    config = (
+        remote_config(tls_engine)
+        .replace(tls_engine.address, bare)
+        .replace(
+            "tls = false",
+            f"tls = true\ntls_ca_certs = {pki.ca}\ntls_client_cert = {pki.client_pair}\n"
+            "http_headers = Authorization: Bearer $DIST_LTO_RE_TOKEN",
+        )
+    )
+    project = scratch_project(tmp_path, examples=True)
+    (project / ".buckconfig.local").write_text(config)
+    buck2 = Buck2(project, env={"DIST_LTO_RE_TOKEN": pki.token})
+    try:
+        outputs = buck2.outputs("//examples/c:wordstats")
+        ran = buck2.what_ran()
+        assert {r.executor for r in ran} == {"Re"}, Counter(r.executor for r in ran)
+        assert len([r for r in ran if r.category == "thin_lto_opt"]) == 3
+        proc = subprocess.run([str(outputs["root//examples/c:wordstats"])], capture_output=True,
+                              text=True, timeout=60)  # fmt: skip
+        assert proc.stdout == EXPECTED["examples/c:wordstats"]
     finally:
         buck2.kill()

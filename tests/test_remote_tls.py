@@ -15,30 +15,13 @@ import shutil
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import DtltoLink, run_cli
 from support import buildbarn, workloads
-from support.pki import Pki, make_pki
+from support.pki import Pki
 from test_remote_engine import fresh_instance, link_remote, worker_record
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return make_pki(tmp_path_factory.mktemp("pki"))
-
-
-@pytest.fixture(scope="module")
-def tls_engine(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[buildbarn.Engine]:
-    try:
-        engine = buildbarn.start(tmp_path_factory.mktemp("buildbarn-tls"), workers=2,
-                                 tls_dir=pki.ca.parent)  # fmt: skip
-    except buildbarn.EngineError as err:
-        pytest.fail(f"the BuildBarn engine did not start (run `bash .ci/setup`): {err}")
-    yield engine
-    engine.stop()
 
 
 def credential_helper(directory: Path, token: str) -> Path:
