@@ -1,16 +1,18 @@
 """`dist-lto distribute --remote-cache`: jobs compile here, results are shared through a
-REAPI action cache and CAS, on real services on loopback.
+REAPI action cache and CAS, on real services on loopback: BuildBarn's storage, and
+bazel-remote (a cache-only server built from the Go module proxy, tests/support/bazel_remote.py).
 
 Two clean clones of Lua (other directories, empty local caches, other LLD processes, so
 other file names) link one after the other: the first compiles every backend and
-uploads it, the second compiles nothing. The engine's workers never run anything:
-read from their logs. A result in the remote cache that is not a complete object is
-refused and compiled here instead: a cache never poisons a link.
+uploads it, the second compiles nothing. BuildBarn's workers never run anything: read
+from their logs. A result in the remote cache that is not a complete object is refused
+and compiled here instead: a cache never poisons a link.
 """
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,7 +24,8 @@ from dist_lto.distribute.remote.results import key_action
 from dist_lto.distribute.remote.settings import settings_from_options
 from dist_lto.distribute.result_cache import command_identity
 from dist_lto.formats.jobfile import read_job_file
-from support import buildbarn, workloads
+from support import bazel_remote, buildbarn, workloads
+from support.pki import Pki
 from test_remote_engine import fresh_instance, link_remote, worker_record
 
 
@@ -34,16 +37,29 @@ def clone_link(engine: buildbarn.Engine, tmp_path: Path, name: str, instance: st
                        flag="--remote-cache", address=address)  # fmt: skip
 
 
+@pytest.fixture
+def cache_server(tmp_path: Path) -> Iterator[bazel_remote.Server]:
+    """A bazel-remote of the test's own (it has no instance namespaces)."""
+    try:
+        server = bazel_remote.start(tmp_path / "bazel-remote")
+    except buildbarn.EngineError as err:
+        pytest.fail(f"bazel-remote did not start (run `bash .ci/setup`): {err}")
+    yield server
+    server.stop()
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("service", ["buildbarn", "bazel-remote"])
 def test_two_clean_clones_share_every_backend_through_the_action_cache(
-    engine: buildbarn.Engine, tmp_path: Path
+    engine: buildbarn.Engine, tmp_path: Path, service: str, request: pytest.FixtureRequest
 ) -> None:
     instance = fresh_instance()
-    first = clone_link(engine, tmp_path, "one", instance)
+    address = request.getfixturevalue("cache_server").address if service != "buildbarn" else ""
+    first = clone_link(engine, tmp_path, "one", instance, address)
     assert first.proc.returncode == 0, first.proc.stderr
     workloads.check_binary("lua", first.build.root / "lua")
     assert len(first.lines("] compiled ")) == len(first.outputs) == 33
-    second = clone_link(engine, tmp_path, "two", instance)
+    second = clone_link(engine, tmp_path, "two", instance, address)
     assert second.proc.returncode == 0, second.proc.stderr
     workloads.check_binary("lua", second.build.root / "lua")
     assert len(second.lines("from the remote action cache (ran on ")) == 33
@@ -51,6 +67,43 @@ def test_two_clean_clones_share_every_backend_through_the_action_cache(
     assert worker_record(engine, instance).started == {}  # no worker ran anything
     objects = [sorted(link.build.root.glob("*.native.o")) for link in (first, second)]
     assert [p.read_bytes() for p in objects[0]] == [p.read_bytes() for p in objects[1]]
+
+
+@pytest.mark.slow
+def test_a_cache_only_server_behind_mutual_tls_shares_results(
+    pki: Pki, small_dtlto: DtltoLink, tmp_path: Path
+) -> None:
+    server = bazel_remote.start(tmp_path / "bazel-remote", tls_dir=pki.ca.parent)
+    tls = [
+        f"--remote-cache={server.address}",
+        f"--remote-ca={pki.ca}",
+        f"--remote-client-cert={pki.client_cert}",
+        f"--remote-client-key={pki.client_key}",
+    ]
+    try:
+        said = []
+        for name in ("one", "two"):
+            root = tmp_path / name
+            shutil.copytree(small_dtlto.root, root)
+            for output in root.glob("*.native.o"):
+                output.unlink()
+            result = run_cli(
+                ["distribute", *tls, "--no-cache", "--verbose", small_dtlto.job_file], cwd=root
+            )
+            assert result.returncode == 0, result.stderr
+            said.append(result.stderr)
+        assert said[0].count("] compiled ") == 4
+        assert said[1].count("from the remote action cache") == 4
+        refused = run_cli(
+            ["distribute", *tls[:2], "--no-cache", small_dtlto.job_file], cwd=tmp_path / "two"
+        )
+        assert refused.returncode == 2  # no client certificate
+        assert refused.stderr == (
+            f"dist-lto distribute: error: {server.address}: GetCapabilities: the service"
+            " refused our credentials: UNAUTHENTICATED: could not verify peer certificate\n"
+        )
+    finally:
+        server.stop()
 
 
 @pytest.mark.slow
