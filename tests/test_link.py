@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -33,7 +34,7 @@ def link(
     env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*dist_lto, "link", *options, "meta.json", "--", *command], cwd=root,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+                          env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
 
 
 def clang_link(llvm: Llvm, out: str = "app") -> list[str]:
@@ -65,6 +66,29 @@ def test_the_captured_plans_link_a_program_that_runs_then_relink_from_the_cache(
     assert sum("] cached " in line for line in again.stderr.splitlines()) == 3
     assert again.stderr.splitlines()[-1].startswith("dist-lto link: app: 3 jobs, 3 cached, ")
     assert (captured / "app").read_bytes() == first
+
+
+def test_link_takes_its_jobs_and_cache_from_the_environment_and_the_configuration_file(
+    captured: Path, llvm: Llvm, dist_lto_cmd: list[str], tmp_path: Path
+) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(f'jobs = 1\n[cache]\ndir = "{tmp_path / "file-cache"}"\n')
+    env = {**os.environ, "DIST_LTO_CONFIG": str(config)}
+    env.pop("DIST_LTO_CACHE_DIR", None)
+    env.pop("DIST_LTO_NO_CACHE", None)
+    done = link(dist_lto_cmd, captured, "--verbose", command=clang_link(llvm), env=env)
+    assert done.returncode == 0, done.stderr
+    assert len(list((tmp_path / "file-cache").glob("v*/entries/*/*"))) == 3
+    assert done.stderr.startswith(
+        f"dist-lto link: 3 jobs from meta.json, 1 at a time, cache {tmp_path / 'file-cache'},"
+    )
+
+    refused = link(dist_lto_cmd, captured, command=clang_link(llvm),
+                   env={**env, "DIST_LTO_JOBS": "none"})  # fmt: skip
+    assert refused.returncode == 2
+    assert refused.stderr.strip() == (
+        "dist-lto link: error: DIST_LTO_JOBS: expected a positive integer, got 'none'"
+    )
 
 
 def test_link_runs_the_same_backends_as_dist_lto_opt(
