@@ -280,6 +280,39 @@ def test_thin_archive_with_a_missing_member_is_bad_input(
     assert not (tmp_path / "m.json").exists()
 
 
+def test_thin_archive_of_many_members_records_each_ones_size_and_kind_in_order(
+    llvm: Llvm, small_objects: dict[str, Path], tmp_path: Path
+) -> None:
+    # Members are probed in batches (opened, hinted, then read): more members than a
+    # batch, with a member that is not a file after the first batch.
+    kinds = ["alpha.o", "gamma.o", "beta_with_a_long_name.o"]
+    names = [f"m{i // 100}/{i}-{kinds[i % 3]}" for i in range(700)]
+    for i, name in enumerate(names):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        shutil.copy(small_objects[kinds[i % 3]], tmp_path / name)
+    (tmp_path / "names.rsp").write_text("\n".join(names) + "\n")
+    subprocess.run([llvm.ar, "rcT", "t.a", "@names.rsp"], cwd=tmp_path, check=True)
+
+    doc = prepare(tmp_path / "t.a", tmp_path / "objects", tmp_path / "m.json")
+
+    assert [m["path"] for m in doc["members"]] == names
+    assert [m["bitcode"] for m in doc["members"]] == [i % 3 != 1 for i in range(700)]
+    sizes = [small_objects[kinds[i % 3]].stat().st_size for i in range(700)]
+    assert [m["size"] for m in doc["members"]] == sizes
+
+    (tmp_path / names[300]).unlink()
+    (tmp_path / names[300]).mkdir()
+    result = run_cli(
+        ["prepare", "--archive", "t.a", "--objects-out", "o2", "--manifest-out", "m2.json"],
+        cwd=tmp_path,
+    )
+    assert (result.returncode, result.stderr.count("\n")) == (2, 1)
+    assert f"member '{names[300]}' (position 300): {names[300]} is not a regular file" in (
+        result.stderr
+    )
+    assert not (tmp_path / "m2.json").exists()
+
+
 def test_empty_archive_gives_an_empty_manifest(llvm: Llvm, tmp_path: Path) -> None:
     subprocess.run([llvm.ar, "rc", "empty.a"], cwd=tmp_path, check=True)
     assert (tmp_path / "empty.a").read_bytes() == b"!<arch>\n"

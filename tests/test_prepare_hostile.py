@@ -22,6 +22,7 @@ import pytest
 from conftest import Llvm, run_cli
 from dist_lto import cli
 from dist_lto.archive.reader import RegularArchive
+from dist_lto.commands import prepare as prepare_command
 from dist_lto.formats import jsonio
 
 ELF_HEAD = b"\x7fELF\x02\x01\x01\x00" + b"\x00" * 24
@@ -383,10 +384,10 @@ def test_failing_manifest_write_removes_the_extracted_objects(
     archive = tmp_path / "lib.a"
     archive.write_bytes(gnu_archive([(b"sub/a.o", ELF_HEAD), (b"b.o", BITCODE_HEAD)]))
 
-    def full_disk(value: object) -> bytes:
+    def full_disk(*document: object) -> bytes:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(jsonio, "dumps", full_disk)
+    monkeypatch.setattr(prepare_command, "manifest_bytes", full_disk)
     stderr = io.StringIO()
     with redirect_stderr(stderr):
         status = cli.main(

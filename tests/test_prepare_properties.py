@@ -16,11 +16,17 @@ import subprocess
 import tempfile
 from contextlib import redirect_stderr
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from conftest import Llvm
 from dist_lto import cli
-from dist_lto.archive.ar_headers import read_thin_members
+from dist_lto.archive.ar_headers import (
+    _names_or_error,
+    _well_formed_names,
+    member_headers,
+    read_thin_members,
+)
 from dist_lto.commands import prepare as prepare_command
 from dist_lto.commands.prepare import (
     UnsafeName,
@@ -31,9 +37,14 @@ from dist_lto.commands.prepare import (
     safe_path,
 )
 from dist_lto.errors import BadInput
+from dist_lto.formats import jsonio
+from dist_lto.formats.manifest import manifest_bytes, manifest_document
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.budget import examples
+
+if TYPE_CHECKING:
+    from dist_lto.formats.manifest import Entry
 
 NAME_CHARS = st.sampled_from(["a", "b", "o", ".", "/", "~", "2", "é", " ", "\n", "_"])
 
@@ -45,10 +56,12 @@ PLAIN = st.lists(st.sampled_from(["a", "b", "x.o"]), min_size=1, max_size=3).map
 @given(DIRS, DIRS, PLAIN)
 def test_thin_member_manifest_paths_match_relpath(base: str, start: str, name: str) -> None:
     # The thin path's shortcut for plain names against the reference it replaces.
-    prefix = _relative_prefix(base, start)
+    prefix, shared = _relative_prefix(base, start)
     expected = os.path.relpath(os.path.normpath(os.path.join(base, name)), start)
-    assert prefix is None or prefix + name == expected
-    assert prefix is not None or start.startswith(base.rstrip("/") + "/")
+    if shared is None or name.split("/")[0] != shared:
+        assert prefix + name == expected
+    below = start != base and start.startswith(base.rstrip("/") + "/")
+    assert (shared is not None) == below
 
 
 @given(st.text(max_size=12))
@@ -132,7 +145,8 @@ def seeds(llvm: Llvm, tmp_path_factory: pytest.TempPathFactory) -> dict[str, byt
     subprocess.run([ar, "qcL", "nested.a", "nested-thin.a"], cwd=root, check=True)
     absolute = [str(root / m) for m in members]
     subprocess.run([ar, "rcsT", "thin.a", *absolute], cwd=root, check=True)
-    return {name: (root / f"{name}.a").read_bytes() for name in ("gnu", "bsd", "nested", "thin")}
+    names = ("gnu", "bsd", "nested", "thin", "nested-thin")
+    return {name: (root / f"{name}.a").read_bytes() for name in names}
 
 
 TOKENS = st.sampled_from(
@@ -222,7 +236,7 @@ def check_one_run(data: bytes) -> None:
                 assert (root / "out" / member["path"]).stat().st_size == member["size"]
 
 
-@pytest.mark.parametrize("seed", ["gnu", "bsd", "nested", "thin"])
+@pytest.mark.parametrize("seed", ["gnu", "bsd", "nested", "thin", "nested-thin"])
 def test_unmutated_seeds_prepare_cleanly(seeds: dict[str, bytes], seed: str) -> None:
     check_one_run(seeds[seed])
 
@@ -240,12 +254,109 @@ def test_mutated_archives_succeed_or_fail_cleanly(
 @given(st.binary(max_size=300))
 def test_thin_reader_accepts_or_rejects_any_bytes(tail: bytes) -> None:
     try:
-        members = read_thin_members(b"!<thin>\n" + tail, "t.a")
+        names = read_thin_members(b"!<thin>\n" + tail, "t.a")
     except BadInput as err:
         assert err.message.startswith("t.a: ") and "\n" not in err.message
         return
-    for member in members:
-        assert member.name and member.size >= 0
+    assert all(names)
+
+
+def thin_archive(names: list[bytes], long: list[bool], symbols: bool) -> bytes:
+    """A GNU thin archive as llvm-ar lays it out: an optional symbol table, the name
+    table, then one 60-byte header per member (long names as `/N`, others `name/`)."""
+
+    def header(name: bytes, size: int) -> bytes:
+        return (
+            name.ljust(16)
+            + b"0".ljust(12)
+            + b"0".ljust(6) * 2
+            + b"644".ljust(8)
+            + b"%-10d`\n" % size
+        )
+
+    out = b"!<thin>\n"
+    if symbols:
+        out += header(b"/", 4) + b"\0\0\0\0"
+    table = b"".join(n + b"/\n" for n, is_long in zip(names, long, strict=True) if is_long)
+    if table:
+        out += header(b"//", len(table)) + table + b"\n" * (len(table) & 1)
+    start = 0
+    for name, is_long in zip(names, long, strict=True):
+        if is_long:
+            out += header(b"/%d" % start, 100 + start)
+            start += len(name) + 2
+        else:
+            out += header(name + b"/", 7)
+    return out
+
+
+THIN_NAMES = st.lists(
+    st.tuples(st.binary(min_size=1, max_size=20).filter(lambda n: b"/\n" not in n), st.booleans()),
+    max_size=12,
+).map(lambda rows: [(n if is_long or len(n) < 15 else n[:14], is_long) for n, is_long in rows])
+
+
+def reference_names(data: bytes) -> list[bytes] | str:
+    """What the header-by-header reader makes of `data`: names, or its error message."""
+    try:
+        offset, table = member_headers(data, "t.a")
+        return _names_or_error(data, offset, table, "t.a")
+    except BadInput as err:
+        return err.message
+
+
+def read_names(data: bytes) -> list[bytes] | str:
+    try:
+        return read_thin_members(data, "t.a")
+    except BadInput as err:
+        return err.message
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(rows=THIN_NAMES, symbols=st.booleans(), data=st.data())
+def test_the_thin_reader_reads_as_the_header_by_header_reader(
+    rows: list[tuple[bytes, bool]], symbols: bool, data: st.DataObject
+) -> None:
+    names = [n for n, _ in rows]
+    archive = thin_archive(names, [is_long for _, is_long in rows], symbols)
+    offset, table = member_headers(archive, "t.a")
+    assert _well_formed_names(archive, offset, table) == names  # well formed: the fast path
+    mutated = data.draw(mutations(archive)) if data.draw(st.booleans()) else archive
+    assert read_names(mutated) == reference_names(mutated)
+
+
+def test_the_thin_reader_takes_its_fast_path_on_llvm_ars_thin_archives(
+    seeds: dict[str, bytes],
+) -> None:
+    for seed in ("thin", "nested-thin"):
+        offset, table = member_headers(seeds[seed], "t.a")
+        names = _well_formed_names(seeds[seed], offset, table)
+        assert names is not None and len(names) == 3
+        assert names == _names_or_error(seeds[seed], offset, table, "t.a")
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(
+    archive=st.text(),
+    thin=st.booleans(),
+    members=st.lists(
+        st.fixed_dictionaries(
+            {
+                "name": st.text(),
+                "position": st.integers(0, 1 << 32),
+                "path": st.text(),
+                "size": st.integers(0, 1 << 63),
+                "bitcode": st.booleans(),
+            }
+        ),
+        max_size=4,
+    ),
+)
+def test_the_manifest_writer_writes_the_bytes_orjson_writes(
+    archive: str, thin: bool, members: list[Entry]
+) -> None:
+    expected = jsonio.dumps(manifest_document(archive, thin, members))
+    assert manifest_bytes(archive, thin, members) == expected
 
 
 BASENAMES = st.sampled_from(

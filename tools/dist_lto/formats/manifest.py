@@ -3,30 +3,42 @@
 One member per archive member, in archive order: its name, position, where its bytes
 are (relative to the manifest's directory), size and whether it is bitcode. Specified
 in docs/prepare.md; the Buck2 rules read it through prelude/dist_lto/formats.bzl.
+
+`prepare` runs once per archive and, for a thin archive, does little besides starting
+Python: this module imports no `dataclasses`, `typing`, `json` or orjson when it is
+loaded (orjson alone loads `dataclasses`, `inspect`, `uuid`, `datetime` and `re`).
+The writer is a fast path whose reference is `jsonio.dumps(manifest_document(...))`,
+held to the same bytes by a property test; the reader loads `jsonio` when it runs.
 """
 
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
-from typing import Any, TypedDict
 
-from dist_lto.formats.jsonio import Fields, read_json
+from dist_lto import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any, TypedDict
+
+    class Entry(TypedDict):
+        """One member in the manifest (docs/prepare.md)."""
+
+        name: str
+        """The member's name as the archive records it."""
+        position: int
+        """0-based, in archive order, counting real members only (no symbol or name tables)."""
+        path: str
+        """Where the member's bytes are, relative to the manifest's directory."""
+        size: int
+        bitcode: bool
+
+
+try:
+    from _json import encode_basestring as _quote  # what `json` itself uses, without `re`
+except ImportError:  # an interpreter without CPython's accelerator
+    from json.encoder import encode_basestring as _quote
 
 MANIFEST_VERSION = 1
-
-
-class Entry(TypedDict):
-    """One member in the manifest (docs/prepare.md)."""
-
-    name: str
-    """The member's name as the archive records it."""
-    position: int
-    """0-based, in archive order, counting real members only (no symbol or name tables)."""
-    path: str
-    """Where the member's bytes are, relative to the manifest's directory."""
-    size: int
-    bitcode: bool
 
 
 def manifest_document(archive: str, thin: bool, members: list[Entry]) -> dict[str, Any]:
@@ -34,33 +46,58 @@ def manifest_document(archive: str, thin: bool, members: list[Entry]) -> dict[st
     return {"version": MANIFEST_VERSION, "archive": archive, "thin": thin, "members": members}
 
 
-@dataclass(frozen=True, slots=True)
+def manifest_bytes(archive: str, thin: bool, members: list[Entry]) -> bytes:
+    """`jsonio.dumps(manifest_document(archive, thin, members))`, without orjson: keys in
+    sorted order, two-space indent, strings escaped as orjson escapes them."""
+    rows = [
+        f'    {{\n      "bitcode": {"true" if m["bitcode"] else "false"},\n'
+        f'      "name": {_quote(m["name"])},\n'
+        f'      "path": {_quote(m["path"])},\n'
+        f'      "position": {int(m["position"])},\n'
+        f'      "size": {int(m["size"])}\n    }}'
+        for m in members
+    ]
+    listed = "[\n" + ",\n".join(rows) + "\n  ]" if rows else "[]"
+    text = (
+        f'{{\n  "archive": {_quote(archive)},\n  "members": {listed},\n'
+        f'  "thin": {"true" if thin else "false"},\n  "version": {MANIFEST_VERSION}\n}}\n'
+    )
+    return text.encode()
+
+
 class Member:
     """One archive member as `dist-lto prepare` extracted it; `path` is relative to the manifest."""
 
-    name: str
-    position: int
-    path: str
-    size: int
-    bitcode: bool
+    __slots__ = ("bitcode", "name", "path", "position", "size")
+
+    def __init__(self, name: str, position: int, path: str, size: int, bitcode: bool) -> None:
+        self.name = name
+        self.position = position
+        self.path = path
+        self.size = size
+        self.bitcode = bitcode
 
 
-@dataclass(frozen=True)
 class Manifest:
     """What the planner reads from a `dist-lto prepare` manifest (docs/prepare.md)."""
 
-    file: str
-    archive: str
-    thin: bool
-    members: tuple[Member, ...]
+    __slots__ = ("archive", "file", "members", "thin")
+
+    def __init__(self, file: str, archive: str, thin: bool, members: tuple[Member, ...]) -> None:
+        self.file = file
+        self.archive = archive
+        self.thin = thin
+        self.members = members
 
 
 _MANIFEST_KEYS = {"version", "archive", "thin", "members"}
-_MEMBER_KEYS = set(Entry.__annotations__)
+_MEMBER_KEYS = {"name", "position", "path", "size", "bitcode"}
 
 
 def parse_manifest(doc: object, file: str) -> Manifest:
     """Validate a parsed archive manifest; member paths and positions must be unique."""
+    from dist_lto.formats.jsonio import Fields
+
     f = Fields(file)
     top = f.version(doc, MANIFEST_VERSION)
     f.only_keys(top, _MANIFEST_KEYS, "")
@@ -99,4 +136,6 @@ def parse_manifest(doc: object, file: str) -> Manifest:
 
 def read_manifest(path: str) -> Manifest:
     """Read and validate the archive manifest at `path`."""
+    from dist_lto.formats.jsonio import read_json
+
     return parse_manifest(read_json(path, "archive manifest"), path)
