@@ -252,6 +252,14 @@ class DtltoLink:
     job_file: str
     link: list[str]
 
+    def clone(self, dest: Path) -> Path:
+        """A copy of the link's directory at `dest` without the backends' objects, as a
+        clean checkout of the same link on another machine would have it."""
+        shutil.copytree(self.root, dest)
+        for output in dest.glob("*.native.o"):
+            output.unlink()
+        return dest
+
 
 @pytest.fixture(scope="session")
 def small_dtlto(

@@ -116,10 +116,7 @@ def fake_log(tmp_path: Path) -> list[tuple[str, int, str]]:
 def captured(tmp_path: Path, link: DtltoLink, compiler: Path | None = None) -> tuple[Path, Path]:
     """A private copy of LLD's job file and inputs without the outputs: (directory, job file).
     With `compiler`, the job file names it as `common.args[0]`."""
-    root = tmp_path / "link"
-    shutil.copytree(link.root, root)
-    for output in root.glob("*.native.o"):
-        output.unlink()
+    root = link.clone(tmp_path / "link")
     job_file = root / link.job_file
     if compiler is not None:
         doc = json.loads(job_file.read_text())

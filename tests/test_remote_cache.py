@@ -11,7 +11,6 @@ and compiled here instead: a cache never poisons a link.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -83,10 +82,7 @@ def test_a_cache_only_server_behind_mutual_tls_shares_results(
     try:
         said = []
         for name in ("one", "two"):
-            root = tmp_path / name
-            shutil.copytree(small_dtlto.root, root)
-            for output in root.glob("*.native.o"):
-                output.unlink()
+            root = small_dtlto.clone(tmp_path / name)
             result = run_cli(
                 ["distribute", *tls, "--no-cache", "--verbose", small_dtlto.job_file], cwd=root
             )
@@ -141,10 +137,7 @@ def test_a_cached_result_that_is_no_object_is_refused_and_compiled_here(
 def test_an_unreachable_remote_cache_warns_and_the_jobs_compile_here(
     small_dtlto: DtltoLink, tmp_path: Path
 ) -> None:
-    root = tmp_path / "link"
-    shutil.copytree(small_dtlto.root, root)
-    for output in root.glob("*.native.o"):
-        output.unlink()
+    root = small_dtlto.clone(tmp_path / "link")
     proc = run_cli(["distribute", "--remote-cache=grpc://127.0.0.1:1", "--no-cache",
                     small_dtlto.job_file], cwd=root)  # fmt: skip
     assert proc.returncode == 0, proc.stderr

@@ -342,10 +342,7 @@ def test_a_downloaded_object_that_fails_its_digest_is_never_written(
 ) -> None:  # fmt: skip
     """A cached remote result whose object comes back damaged is run again (once); an
     engine that damages every download fails the job, and nothing is written."""
-    root = tmp_path / "link"
-    shutil.copytree(small_dtlto.root, root)
-    for output in root.glob("*.native.o"):
-        output.unlink()
+    root = small_dtlto.clone(tmp_path / "link")
     monkeypatch.chdir(root)
     files = read_job_file(small_dtlto.job_file)
     settings = settings_from_options(engine.address, fresh_instance(), [], None)

@@ -11,7 +11,6 @@ certificate and the credential helper come from DIST_LTO_* variables.
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 import subprocess
 import sys
@@ -80,10 +79,7 @@ def test_lua_links_with_every_backend_on_the_tls_engine_configured_by_the_enviro
 
 @pytest.fixture
 def small_link(small_dtlto: DtltoLink, tmp_path: Path) -> Path:
-    root = tmp_path / "link"
-    shutil.copytree(small_dtlto.root, root)
-    for output in root.glob("*.native.o"):
-        output.unlink()
+    root = small_dtlto.clone(tmp_path / "link")
     return root
 
 
@@ -139,10 +135,7 @@ def test_a_remote_cache_behind_tls_shares_results_between_two_copies(
     env["DIST_LTO_REMOTE_CACHE"] = env.pop("DIST_LTO_REMOTE")
     said = []
     for name in ("one", "two"):
-        root = tmp_path / name
-        shutil.copytree(small_dtlto.root, root)
-        for output in root.glob("*.native.o"):
-            output.unlink()
+        root = small_dtlto.clone(tmp_path / name)
         result = distribute(root, small_dtlto.job_file, env, "--verbose")
         assert result.returncode == 0, result.stderr
         assert len(list(root.glob("*.native.o"))) == 4

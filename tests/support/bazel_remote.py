@@ -11,9 +11,7 @@ current). Standard library only; `.ci/setup` runs `build`.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,9 +20,27 @@ from dataclasses import dataclass
 from pathlib import Path
 
 if __package__:
-    from .buildbarn import REPO, EngineError, _alive, _go_env, _kill, _listening, _tail, free_ports
+    from .buildbarn import (
+        REPO,
+        EngineError,
+        _alive,
+        _kill,
+        _listening,
+        _tail,
+        free_ports,
+        go_install_tools,
+    )
 else:  # run as a script by .ci/setup
-    from buildbarn import REPO, EngineError, _alive, _go_env, _kill, _listening, _tail, free_ports
+    from buildbarn import (
+        REPO,
+        EngineError,
+        _alive,
+        _kill,
+        _listening,
+        _tail,
+        free_ports,
+        go_install_tools,
+    )
 
 GO_MODULE = REPO / ".ci" / "bazel-remote"
 CACHE = REPO / ".cache" / "bazel-remote"
@@ -46,26 +62,7 @@ def built() -> bool:
 
 def build() -> float:
     """Build the binary unless current; returns the seconds it took (0 if nothing to do)."""
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / ".build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if built():
-            return 0.0
-        started = time.monotonic()
-        work = CACHE / "build"
-        shutil.rmtree(work, ignore_errors=True)
-        work.mkdir(parents=True)
-        for name in ("go.mod", "go.sum"):
-            shutil.copy(GO_MODULE / name, work / name)
-        BINARY.parent.mkdir(parents=True, exist_ok=True)
-        go = shutil.which("go") or "/usr/local/go/bin/go"
-        proc = subprocess.run([go, "install", "tool"], cwd=work, capture_output=True, text=True,
-                              env=dict(_go_env(), GOBIN=str(BINARY.parent)))  # fmt: skip
-        if proc.returncode != 0:
-            tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
-            raise EngineError(f"go install tool failed in {work}:\n{tail}")
-        (BINARY.parent / ".stamp").write_text(_stamp())
-        return time.monotonic() - started
+    return go_install_tools(GO_MODULE, CACHE, BINARY.parent, built, _stamp())
 
 
 @dataclass

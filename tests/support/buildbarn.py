@@ -33,6 +33,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -106,33 +107,51 @@ def _module_dir(module: str, cwd: Path) -> Path:
 
 def build(*, verbose: bool = False) -> float:
     """Build the binaries unless current; returns the seconds it took (0 if nothing to do)."""
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / ".build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if built():
-            return 0.0
-        started = time.monotonic()
-        work = CACHE / "build"
-        shutil.rmtree(work, ignore_errors=True)
-        work.mkdir(parents=True)
-        for name in ("go.mod", "go.sum"):
-            shutil.copy(GO_MODULE / name, work / name)
+
+    def patch(work: Path) -> None:
         if verbose:
             print("buildbarn: fetching modules and patching dependencies", file=sys.stderr)
         for module, (owner, patch_dir) in PATCHED.items():
             _patch_module(work, module, owner, patch_dir)
         if verbose:
             print("buildbarn: compiling (a few minutes on 2 cores)", file=sys.stderr)
-        BIN.mkdir(parents=True, exist_ok=True)
-        env_bin = dict(_go_env(), GOBIN=str(BIN))
+
+    return go_install_tools(GO_MODULE, CACHE, BIN, built, _stamp(), patch)
+
+
+def go_install_tools(
+    module: Path,
+    cache: Path,
+    bin_dir: Path,
+    current: Callable[[], bool],
+    stamp: str,
+    prepare: Callable[[Path], None] | None = None,
+) -> float:
+    """`go install tool` of the Go module pinned in `module` (go.mod, go.sum) into
+    `bin_dir`, in a work directory under `cache`, unless `current()`; `prepare` may edit
+    the work directory's module first. Under a lock, so parallel sessions build once;
+    returns the seconds it took (0 if nothing was to do)."""
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if current():
+            return 0.0
+        started = time.monotonic()
+        work = cache / "build"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        for name in ("go.mod", "go.sum"):
+            shutil.copy(module / name, work / name)
+        if prepare is not None:
+            prepare(work)
+        bin_dir.mkdir(parents=True, exist_ok=True)
         go = shutil.which("go") or "/usr/local/go/bin/go"
-        proc = subprocess.run(
-            [go, "install", "tool"], cwd=work, env=env_bin, capture_output=True, text=True
-        )
+        proc = subprocess.run([go, "install", "tool"], cwd=work, capture_output=True, text=True,
+                              env=dict(_go_env(), GOBIN=str(bin_dir)))  # fmt: skip
         if proc.returncode != 0:
             tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
             raise EngineError(f"go install tool failed in {work}:\n{tail}")
-        (BIN / ".stamp").write_text(_stamp())
+        (bin_dir / ".stamp").write_text(stamp)
         return time.monotonic() - started
 
 
