@@ -54,10 +54,11 @@ def test_a_bad_command_line_is_a_usage_error(argv: list[str], message: str, tmp_
 # The fast parser must agree with argparse, the reference
 
 VALUES = st.text("abc0123./-=", min_size=0, max_size=6)
+VALUE_OPTIONS = ["--jobs", "-j", "--cache-dir", "--cache-max-size", "--trace", "--remote",
+                 "--remote-cache", "--instance", "--remote-instance-name",
+                 "--remote-timeout"]  # fmt: skip
 OPTION = st.one_of(
-    st.tuples(
-        st.sampled_from(["--jobs", "-j", "--cache-dir", "--cache-max-size", "--trace"]), VALUES
-    ),
+    st.tuples(st.sampled_from(VALUE_OPTIONS), VALUES),
     st.tuples(st.sampled_from(["--no-cache", "--verbose", "-v", "--quiet", "-q"])),
     st.tuples(st.sampled_from(["--job", "--bogus", "-h", "--", "-j4", "x.json", "y.json"])),
 )

@@ -85,6 +85,7 @@ _VALUE_OPTIONS = {
     "--remote": "remote",
     "--remote-cache": "remote_cache",
     "--instance": "instance",
+    "--remote-instance-name": "instance",
     "--remote-ca": "remote_ca",
     "--remote-client-cert": "remote_client_cert",
     "--remote-client-key": "remote_client_key",
@@ -173,7 +174,12 @@ def build_parser() -> "argparse.ArgumentParser":
         " and CAS (grpc:// or grpcs://)",
     )
     remote.add_argument(
-        "--instance", metavar="NAME", help="the service's instance name (default: none)"
+        "--instance",
+        "--remote-instance-name",
+        dest="instance",
+        metavar="NAME",
+        help="the service's instance name (default: none); --remote-instance-name is"
+        " Bazel's spelling",
     )
     remote.add_argument(
         "--remote-ca",
