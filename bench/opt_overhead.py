@@ -4,12 +4,14 @@ For a small and a large Lua translation unit, runs the bare clang backend comman
 (exactly what `opt --print-command` prints) and `dist-lto opt` started the
 documented way (`python3 -S -E .../dist_lto/__main__.py opt`), interleaved, and
 prints the median of the paired differences. Also shows the parts: the
-interpreter's own start-up, the primary-module check, the flag translation, and
-what a worker without compiled bytecode pays.
+interpreter's own start-up, the least any Python wrapper adds (a five-line script that
+spawns the same command and waits for it, started the same way), the primary-module
+check, the flag translation, and what a worker without compiled bytecode pays.
 
     .venv/bin/python bench/opt_overhead.py [--runs 40] [--python /usr/bin/python3]
 
-Last line: `opt-overhead-ms: <median added ms on the small TU>`.
+Last lines: `opt-over-minimal-wrapper-ms: <what opt adds over that script on the small
+TU>` and `opt-overhead-ms: <median added ms on the small TU>`.
 """
 
 from __future__ import annotations
@@ -33,6 +35,14 @@ from support import workloads
 
 REPO = Path(__file__).resolve().parent.parent
 LINK_FLAGS = ["-flto=thin", "-fuse-ld=lld", "-Wl,--gc-sections", "-lm"]
+
+
+MINIMAL_WRAPPER = """\
+import os, sys
+pid = os.posix_spawn(sys.argv[1], sys.argv[1:], os.environ)
+os._exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+"""The least a Python wrapper around the backend can cost: no checks, no imports."""
 
 
 def wall(cmd: list[str], cwd: Path) -> float:
@@ -124,7 +134,7 @@ def main() -> int:
             f"(interpreter start-up alone; floor {startup[3]:.1f} ms)"
         )
 
-        small_overhead = 0.0
+        small_overhead = small_over_minimal = 0.0
         for label, module in units.items():
             opt = [
                 args.python,
@@ -161,6 +171,16 @@ def main() -> int:
             )
             if label == "small":
                 small_overhead = added
+                minimal = work / "minimal_wrapper.py"
+                minimal.write_text(MINIMAL_WRAPPER)
+                wrapped = [args.python, "-S", "-E", str(minimal), *bare]
+                _, _, over_minimal, over_minimal_floor = paired(wrapped, opt, root, runs)
+                _, _, minimal_added, _ = paired(bare, wrapped, root, runs)
+                print(
+                    f"  a minimal Python wrapper adds {minimal_added:.1f} ms; "
+                    f"opt adds {over_minimal:.1f} ms over it (floor {over_minimal_floor:.1f} ms)"
+                )
+                small_over_minimal = over_minimal
                 cold_opt = [args.python, "-S", "-E", "-B", str(cold / "__main__.py"), *opt[4:]]
                 _, _, cold_added, _ = paired(opt, cold_opt, root, max(args.runs // 2, 5))
                 print(
@@ -182,6 +202,7 @@ def main() -> int:
             f"link-flag translation ({len(flags)} flags): "
             f"{in_process_us(lambda: translate(flags)):.0f} us"
         )
+        print(f"opt-over-minimal-wrapper-ms: {small_over_minimal:.1f}")
         print(f"opt-overhead-ms: {small_overhead:.1f}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
