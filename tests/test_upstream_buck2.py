@@ -27,7 +27,10 @@ import vendor  # noqa: E402
 from support import buildbarn  # noqa: E402
 
 PROGRAMS = {
-    "//c:wordstats": (["one two  three"], "words 3\nchecksum 14823564760136413964\nplugin zip\n"),
+    "//c:wordstats": (
+        ["one two  three"],
+        "words 3\nchecksum 14823564760136413964\nvolume 11\nplugin zip\n",
+    ),
     "//cpp:shapes_report": (
         ["2", "x", "-1"],
         "shapes 2 2\ncircle 2 12.566\nsquare 2 4.000\nerror: stod\n"
@@ -102,7 +105,11 @@ def test_loaded_modules_get_opt_actions_and_never_loaded_members_do_not(
     assert _ran(ran, "//c:wordstats", archive_opt) == {
         "m/checksum.c.o", "m/plugins.c.o", "m/words.c.o"
     }  # fmt: skip
-    assert _ran(ran, "//c:wordstats", "thin_lto_opt_object_executable") == {"unknown-2/main.c.o"}
+    # Objects of a library without an archive (between --start-lib and --end-lib): shout.c
+    # is loaded and optimised; quiet.c is never loaded and echo.c is native: no action.
+    assert _ran(ran, "//c:wordstats", "thin_lto_opt_object_executable") == {
+        "unknown-2/main.c.o", "libvoice.a/shout.c.o"
+    }  # fmt: skip
     # unused.c is never loaded and mix.c is native: copied, not optimised.
     assert _ran(ran, "//c:wordstats", "thin_lto_opt_copy_executable") == {
         "m/mix.c.o", "m/unused.c.o"
@@ -148,10 +155,29 @@ def test_final_link_lists_optimised_objects_and_no_crt_objects(
     name = program.rsplit(":", 1)[1]
     lines = (directory / f"{name}.final_link_index").read_text().splitlines()
     assert not [line for line in lines if os.path.basename(line).startswith(("crt", "Scrt"))]
-    assert not [line for line in lines if "unused.c.o" in line]
+    assert not [line for line in lines if "unused.c.o" in line or "quiet.c.o" in line]
     assert [line for line in lines if line.endswith("main.c.o.opt.o") or
             line.endswith("main.cpp.o.opt.o")]  # fmt: skip
     assert all("/objects/" not in line for line in lines)  # members come from opt_objects
+
+
+def test_objects_of_a_library_without_an_archive_stay_lazy_only_when_native(
+    built: tuple[dict[str, Path], list[Ran]],
+) -> None:
+    """shout.c's constructor survives only if its optimised object is linked plainly: its
+    one reference from main.c is inlined away (the program prints `volume 11`, not 6)."""
+    lines = (_target_dir(built, "//c:wordstats") / "wordstats.final_link_index").read_text()
+    lazy: dict[str, bool] = {}
+    inside = False
+    for line in lines.splitlines():
+        if line in ("-Wl,--start-lib", "-Wl,--end-lib"):
+            inside = line == "-Wl,--start-lib"
+        else:
+            lazy[os.path.basename(line)] = inside
+    assert lazy["shout.c.o.opt.o"] is False
+    assert lazy["echo.c.o"] is True
+    assert not [name for name in lazy if name.startswith(("shout.c.o", "echo.c.o")) and
+                name not in ("shout.c.o.opt.o", "echo.c.o")]  # fmt: skip
 
 
 FAKE_CLANG = """#!/bin/sh

@@ -84,6 +84,22 @@ def test_upstream_meta_with_a_torn_entry_is_bad_input(tmp_path: Path) -> None:
         upstream_plan.read_upstream_meta(str(meta))
 
 
+@pytest.mark.parametrize("end", ["\n", "\n\n"])
+def test_upstream_meta_ending_with_an_object_keeps_its_empty_fields(
+    tmp_path: Path, end: str
+) -> None:
+    """An object's entry ends with three empty lines (no archive): upstream's
+    terminating empty line, and a newline after it, are not part of it (Buck2 writes
+    the lines joined by newlines, the last one empty)."""
+    meta = tmp_path / "app.thinlto.meta"
+    entries = ["m/a.o", "", "", "1", "liba.a", "a/plan.json", "a/indexes",
+               "main.o", "main.o.thinlto.bc", "main.o.opt.plan", "0", "", "", ""]  # fmt: skip
+    meta.write_text("\n".join(entries) + end)
+    up = upstream_plan.read_upstream_meta(str(meta))
+    assert list(up.objects) == ["main.o"]
+    assert up.member_archive == {"m/a.o": 1}
+
+
 def test_archive_members_become_one_archive_of_our_meta() -> None:
     up = upstream_plan.UpstreamMeta({}, {}, {})
     up.objects["main.o"] = upstream_plan.UpstreamObject("main.o", 0, "x/main.o.thinlto.bc", "p")
@@ -92,7 +108,8 @@ def test_archive_members_become_one_archive_of_our_meta() -> None:
     up.archives[1] = archive
     up.member_archive = {m: 1 for m in archive.members}
     line = ["-pie", "main.o", "-Wl,--start-lib", *archive.members, "-Wl,--end-lib", "-lm"]
-    meta = upstream_plan.our_meta(up, line, ["-lstdc++"], "scratch")
+    meta, lazy = upstream_plan.our_meta(up, line, ["-lstdc++"], "scratch", ("rel", "/abs"))
+    assert lazy == []
     (group, tail) = meta["groups"]
     kinds = [(item["kind"], item.get("args")) for item in group["linkables"]]
     assert kinds == [("args", ["-pie"]), ("object", None), ("archive", None), ("args", ["-lm"])]
@@ -102,6 +119,36 @@ def test_archive_members_become_one_archive_of_our_meta() -> None:
     assert lib["whole"] is False
     assert group["linkables"][1]["opt_output"] == "x/main.o.opt.o"
     assert tail == {"linkables": [{"kind": "args", "args": ["-lstdc++"]}]}
+
+
+def test_objects_between_start_lib_and_end_lib_become_an_archive_of_their_own() -> None:
+    """A `cxx_library(use_archive = False)`: its objects are lazy, like members."""
+    up = upstream_plan.UpstreamMeta({}, {}, {})
+    for i, path in enumerate(["main.o", "lib/a.o", "lib/b.o", "/abs/c.o"]):
+        up.objects[path] = upstream_plan.UpstreamObject(path, i, f"x/{i}.thinlto.bc", f"p{i}")
+    line = ["main.o", "-Wl,--start-lib", "lib/a.o", "lib/b.o", "-Wl,--end-lib", "--start-lib",
+            "/abs/c.o", "--end-lib", "-Wl,--start-lib", "-lm", "-Wl,--end-lib"]  # fmt: skip
+    meta, lazy = upstream_plan.our_meta(up, line, [], "scratch", ("rel", "/abs"))
+    kinds = [
+        (item["kind"], item.get("index"), item.get("args"))
+        for item in meta["groups"][0]["linkables"]
+    ]
+    assert kinds == [
+        ("object", 0, None), ("archive", 4, None), ("archive", 5, None),
+        ("args", None, ["-Wl,--start-lib", "-lm", "-Wl,--end-lib"]),
+    ]  # fmt: skip
+    assert [[o.path for o in g.objects] for g in lazy] == [["lib/a.o", "lib/b.o"], ["/abs/c.o"]]
+    assert [g.manifest for g in lazy] == ["rel/0/manifest.json", "/abs/1/manifest.json"]
+    assert all(item.get("whole") is False for item in meta["groups"][0]["linkables"][1:3])
+
+
+def test_lazy_object_members_import_as_objects_to_upstream() -> None:
+    group = upstream_plan.LazyGroup(7, [upstream_plan.UpstreamObject("a.o", 3, "a.bc", "a.p"),
+                                        upstream_plan.UpstreamObject("b.o", 5, "b.bc", "b.p")],
+                                    "m", "i", "o")  # fmt: skip
+    imports = upstream_plan.ImportMap.of([group])
+    plan = {"imports": [1], "archive_imports": [2, 7], "member_imports": [[2, 0], [7, 1]]}
+    assert imports.translate(plan) == {"imports": [1, 5], "archive_imports": [2]}
 
 
 def test_duplicate_member_names_never_overwrite_a_real_member(llvm: Llvm, tmp_path: Path) -> None:

@@ -7,4 +7,9 @@ int never_called(int x);
 void register_plugin(const char *name);
 const char *plugin_name(unsigned i);
 unsigned plugin_count(void);
+unsigned shout_level(void);
+void add_volume(unsigned v);
+unsigned volume_extra(void);
+unsigned quiet_level(void);
+unsigned echo_twice(unsigned x);
 #endif

@@ -20,7 +20,9 @@ scratch path, so a failing index step cannot remove a binary built earlier); not
 undeclared is left in DIR (LLD's `.imports` files stay in the scratch directory,
 removed afterwards); archive members the link never loads get no opt action (their
 plan says `is_bc: false`, upstream then copies them into the optimised objects, and the
-final link leaves them out).
+final link leaves them out). Objects upstream links as a library without an archive
+(`--start-lib OBJECTS --end-lib`, from a `cxx_library` with `use_archive = False` or a
+toolchain that `requires_objects`) are planned as one: see `LazyGroup`.
 """
 
 from __future__ import annotations
@@ -34,8 +36,10 @@ from dataclasses import dataclass, field
 
 from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.formats import jsonio
+from dist_lto.formats.manifest import manifest_bytes
 from dist_lto.formats.response_file import parse_response_file, response_file
-from dist_lto.fsutil import write_atomic
+from dist_lto.fsutil import move, write_atomic
+from dist_lto.llvm.index_step import is_bitcode_file
 from dist_lto.planning import planner as ours
 from dist_lto.upstream.layout import manifest_for, objects_dir_for, opt_objects_dir_for
 
@@ -83,6 +87,55 @@ class UpstreamMeta:
     """Member path -> archive index."""
 
 
+@dataclass
+class LazyGroup:
+    """Meta objects that the link line lists between `--start-lib` and `--end-lib`.
+
+    LLD loads such an object only when the link needs it, like an archive member, so
+    our planner gets the group as an archive whose manifest lists the objects where
+    they are: a member the link never loads gets no opt action and stays out of the
+    final link (its plan says `is_bc: false`, and the link plan names it neither
+    optimised nor native), a loaded bitcode member is linked plainly (so its static
+    constructors stay), native members stay lazy. The manifest lies in a directory
+    spelled like the objects (relative inside the working directory, or absolute), so
+    that its member paths resolve to the objects' own spelling, which every backend
+    and the index step share.
+    """
+
+    index: int
+    """The group's archive index in our meta: above every index upstream uses."""
+    objects: list[UpstreamObject]
+    manifest: str
+    index_dir: str
+    opt_dir: str
+
+    def write_manifest(self) -> None:
+        base = posixpath.dirname(self.manifest)
+        members = []
+        for position, obj in enumerate(self.objects):
+            rel = posixpath.relpath(obj.path, base)
+            if posixpath.normpath(posixpath.join(base, rel)) != obj.path:
+                raise BadInput(
+                    f"object {obj.path!r} between --start-lib and --end-lib: its path is not"
+                    " normalised, so no manifest can name it as the index step spells it"
+                )
+            try:
+                size = os.stat(obj.path).st_size
+            except OSError as err:
+                raise BadInput(f"{obj.path}: cannot read object: {err.strerror}") from None
+            members.append(
+                {
+                    "name": posixpath.basename(obj.path),
+                    "position": position,
+                    "path": rel,
+                    "size": size,
+                    "bitcode": is_bitcode_file(obj.path),
+                }
+            )
+        os.makedirs(base, exist_ok=True)
+        write_atomic(self.manifest, manifest_bytes(f"lazy-objects-{self.index}", True, members))
+
+
 def read_upstream_meta(path: str) -> UpstreamMeta:
     """Upstream's meta file: 7 lines per input (path, index output, plan output, index,
     archive name, archive plan, archive index directory), then an empty line."""
@@ -91,8 +144,10 @@ def read_upstream_meta(path: str) -> UpstreamMeta:
             lines = f.read().split("\n")
     except (OSError, UnicodeDecodeError) as err:
         raise BadInput(f"{path}: cannot read upstream meta file: {err}") from None
-    while lines and lines[-1] == "":
-        lines.pop()
+    if lines and lines[-1] == "":
+        lines.pop()  # the last line's newline
+    if len(lines) % _META_LINES == 1 and lines[-1] == "":
+        lines.pop()  # upstream's terminating empty line (an object's own fields end empty)
     if len(lines) % _META_LINES:
         raise BadInput(f"{path}: {len(lines)} lines, not a multiple of {_META_LINES}")
     meta = UpstreamMeta({}, {}, {})
@@ -159,15 +214,34 @@ def read_argsfile(path: str) -> list[str]:
     return [line for line in text.split("\n") if line]
 
 
-def our_meta(up: UpstreamMeta, line: list[str], tail: list[str], scratch: str) -> dict:
-    """Our meta (docs/plan.md) for upstream's inputs, in the order of `line`.
+def lazy_objects_at(up: UpstreamMeta, line: list[str], i: int) -> int:
+    """How many meta objects `line[i]` opens as a `--start-lib` group (0: none)."""
+    if line[i] not in _START_LIB:
+        return 0
+    end = i + 1
+    while end < len(line) and line[end] in up.objects:
+        end += 1
+    if end == i + 1 or end == len(line) or line[end] not in _END_LIB:
+        return 0
+    return end - i - 1
+
+
+def our_meta(
+    up: UpstreamMeta, line: list[str], tail: list[str], scratch: str, lazy_dirs: tuple[str, str]
+) -> tuple[dict, list[LazyGroup]]:
+    """Our meta (docs/plan.md) for upstream's inputs, in the order of `line`, and the
+    groups of lazy objects in it, whose manifests go under one of `lazy_dirs` (relative,
+    absolute: `lazy_manifest_dirs`), spelled like their objects.
 
     Archive members appear on `line` as upstream wrote them: between `--start-lib` and
-    `--end-lib`, or plainly when the archive is linked whole. Everything else is an
-    object of the meta or passes through as args.
+    `--end-lib`, or plainly when the archive is linked whole. Meta objects alone between
+    `--start-lib` and `--end-lib` are a `LazyGroup`. Everything else is an object of the
+    meta or passes through as args.
     """
     linkables: list[dict] = []
     args: list[str] = []
+    groups: list[LazyGroup] = []
+    next_index = max([*up.archives, *(o.index for o in up.objects.values()), -1]) + 1
 
     def flush() -> None:
         if args:
@@ -211,6 +285,33 @@ def our_meta(up: UpstreamMeta, line: list[str], tail: list[str], scratch: str) -
                 }
             )
             continue
+        lazy_count = lazy_objects_at(up, line, i)
+        if lazy_count:
+            k = len(groups)
+            members = [up.objects[p] for p in line[i + 1 : i + 1 + lazy_count]]
+            base = lazy_dirs[all(posixpath.isabs(o.path) for o in members)]
+            group = LazyGroup(
+                index=next_index + k,
+                objects=members,
+                manifest=posixpath.join(base, str(k), "manifest.json"),
+                index_dir=posixpath.join(scratch, "lazy-index", str(k)),
+                opt_dir=posixpath.join(scratch, "lazy-opt", str(k)),
+            )
+            groups.append(group)
+            flush()
+            linkables.append(
+                {
+                    "kind": "archive",
+                    "index": group.index,
+                    "manifest": group.manifest,
+                    "plan_output": posixpath.join(scratch, "archive-plans", f"{group.index}.json"),
+                    "index_dir": group.index_dir,
+                    "opt_objects_dir": group.opt_dir,
+                    "whole": False,
+                }
+            )
+            i += lazy_count + 2
+            continue
         i += 1
         obj = up.objects.get(arg)
         if obj is None:
@@ -231,32 +332,74 @@ def our_meta(up: UpstreamMeta, line: list[str], tail: list[str], scratch: str) -
     missing = sorted(set(up.archives) - seen_archives)
     if missing:
         raise BadInput(f"archives {missing} of the meta are not on the index line")
-    groups = [{"linkables": linkables}]
+    meta_groups = [{"linkables": linkables}]
     if tail:
-        groups.append({"linkables": [{"kind": "args", "args": tail}]})
-    return {
+        meta_groups.append({"linkables": [{"kind": "args", "args": tail}]})
+    meta = {
         "version": 1,
         "index_dir": posixpath.join(scratch, "index"),
         "link_plan_output": posixpath.join(scratch, "link-plan.json"),
         "final_link_args_output": posixpath.join(scratch, "final-link.args"),
-        "groups": groups,
+        "groups": meta_groups,
     }
+    return meta, groups
 
 
-def upstream_object_plan(plan: dict) -> dict:
+@dataclass
+class ImportMap:
+    """Our imports in upstream's terms: a member of a `LazyGroup` is an object to
+    upstream, and the group is no archive of its."""
+
+    objects: dict[tuple[int, int], int] = field(default_factory=dict)
+    """(group index, member position) -> upstream object index."""
+    groups: set[int] = field(default_factory=set)
+
+    @staticmethod
+    def of(groups: list[LazyGroup]) -> ImportMap:
+        imports = ImportMap(groups={g.index for g in groups})
+        for g in groups:
+            for position, obj in enumerate(g.objects):
+                imports.objects[(g.index, position)] = obj.index
+        return imports
+
+    def translate(self, plan: dict) -> dict:
+        """`imports` and `archive_imports` of upstream's plan for one of ours."""
+        objects, archives = plan["imports"], plan["archive_imports"]
+        if self.groups:
+            lazy = [self.objects[(a, p)] for a, p in plan["member_imports"] if a in self.groups]
+            objects = sorted({*objects, *lazy})
+            archives = [a for a in archives if a not in self.groups]
+        return {"archive_imports": archives, "imports": objects}
+
+
+def upstream_object_plan(plan: dict, imports: ImportMap) -> dict:
+    """Upstream's plan of an object, from our object plan."""
     if not plan["is_bitcode"]:
         return {"is_bc": False}
     return {
-        "archive_imports": plan["archive_imports"],
+        **imports.translate(plan),
         "bitcode_file": plan["index_file"],
-        "imports": plan["imports"],
         "index": plan["index"],
         "is_bc": True,
         "path": plan["path"],
     }
 
 
-def upstream_archive_plan(plan: dict, objects_dir: str) -> dict:
+def lazy_member_plan(member: dict, obj: UpstreamObject, imports: ImportMap) -> dict:
+    """Upstream's plan of an object of a `LazyGroup`, from our plan of the member: a
+    backend runs only when the link loaded it, and reads the index at upstream's path."""
+    if not member["opt"]:
+        return {"is_bc": False}
+    return {
+        **imports.translate(member),
+        "bitcode_file": obj.index_output,
+        "index": obj.index,
+        "is_bc": True,
+        "path": member["input"],
+    }
+
+
+def upstream_archive_plan(plan: dict, objects_dir: str, imports: ImportMap) -> dict:
     """Upstream's archive plan: members it must optimise (`is_bc`) and the rest, which it
     copies. `base_dir` is the objects directory, so each member's name below it is its
     name below the optimised-objects directory too (whether upstream copies that whole
@@ -266,9 +409,8 @@ def upstream_archive_plan(plan: dict, objects_dir: str) -> dict:
         if member["opt"]:
             entries.append(
                 {
-                    "archive_imports": member["archive_imports"],
+                    **imports.translate(member),
                     "bitcode_file": posixpath.join(plan["index_dir"], member["index_file"]),
-                    "imports": member["imports"],
                     "is_bc": True,
                     "path": member["input"],
                 }
@@ -278,14 +420,16 @@ def upstream_archive_plan(plan: dict, objects_dir: str) -> dict:
     return {"base_dir": objects_dir, "objects": entries}
 
 
-def final_link_args(final: list[str], tail: list[str], natives: dict[str, str]) -> list[str]:
+def final_link_args(final: list[str], tail: list[str], substitutes: dict[str, str]) -> list[str]:
     """Our final line without the post-linker flags (upstream's final link command adds
-    them again), native archive members taken from the optimised-objects directory."""
+    them again), with the files upstream binds in place of ours: native archive members
+    from the optimised-objects directory, a `LazyGroup`'s optimised objects where
+    upstream's opt actions write them."""
     if tail:
         if final[-len(tail) :] != tail:
             raise DistLtoError("the final link line does not end with the post-linker flags")
         final = final[: -len(tail)]
-    return [natives.get(arg, arg) for arg in final]
+    return [substitutes.get(arg, arg) for arg in final]
 
 
 @dataclass
@@ -334,19 +478,64 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def run(opts: Options, up: UpstreamMeta, cmd: IndexCommand, line: list[str], scratch: str) -> None:
-    meta = our_meta(up, line, cmd.tail, scratch)
-    meta_path = posixpath.join(scratch, "meta.json")
-    write_atomic(meta_path, jsonio.dumps(meta))
-    command = [*cmd.head, "-o", posixpath.join(scratch, "index-step.out")]
-    ours.plan(meta_path, command, replay=False, jobs=1)
+def lazy_manifest_dirs(scratch: str, index_dir: str) -> tuple[str, str]:
+    """Where `LazyGroup` manifests go: a directory spelled relative to the working
+    directory and inside it (the scratch directory when it lies there, else upstream's
+    index directory), for objects spelled relative, and an absolute one."""
+    inside = [
+        posixpath.join(rel, name)
+        for base, name in ((scratch, "lazy-objects"), (index_dir, ".dist-lto-lazy-objects"))
+        if (rel := os.path.relpath(base)) != ".." and not rel.startswith("../")
+    ]
+    absolute = posixpath.join(os.path.abspath(scratch), "lazy-objects")
+    # Neither inside: `LazyGroup.write_manifest` then names the object it cannot spell.
+    return (inside[0] if inside else posixpath.relpath(absolute)), absolute
 
-    objects = {o.index: o for o in up.objects.values()}
+
+def run(opts: Options, up: UpstreamMeta, cmd: IndexCommand, line: list[str], scratch: str) -> None:
+    relative, absolute = lazy_manifest_dirs(scratch, opts.index)
+    meta, groups = our_meta(up, line, cmd.tail, scratch, (relative, absolute))
+    try:
+        for group in groups:
+            group.write_manifest()
+        meta_path = posixpath.join(scratch, "meta.json")
+        write_atomic(meta_path, jsonio.dumps(meta))
+        command = [*cmd.head, "-o", posixpath.join(scratch, "index-step.out")]
+        ours.plan(meta_path, command, replay=False, jobs=1)
+    finally:
+        shutil.rmtree(relative, ignore_errors=True)
+    write_plans(opts, up, cmd, meta, groups, scratch)
+
+
+def write_plans(
+    opts: Options, up: UpstreamMeta, cmd: IndexCommand, meta: dict, groups: list[LazyGroup],
+    scratch: str,
+) -> None:  # fmt: skip
+    """Upstream's outputs from our plans."""
+    imports = ImportMap.of(groups)
+    grouped = {obj.index for g in groups for obj in g.objects}
+    objects = {o.index: o for o in up.objects.values() if o.index not in grouped}
     link_plan = jsonio.read_json(meta["link_plan_output"], "link plan")
+    loaded = list(link_plan["bitcode_objects"])
+    native = list(link_plan["native_objects"])
     for index, obj in objects.items():
         plan = jsonio.read_json(posixpath.join(scratch, "object-plans", f"{index}.json"))
-        write_atomic(obj.plan_output, jsonio.dumps(upstream_object_plan(plan)))
-    natives: dict[str, str] = {}
+        write_atomic(obj.plan_output, jsonio.dumps(upstream_object_plan(plan, imports)))
+    substitutes: dict[str, str] = {}  # final-line paths -> the files upstream binds there
+    for group in groups:
+        plan = jsonio.read_json(posixpath.join(scratch, "archive-plans", f"{group.index}.json"))
+        for member in plan["members"]:
+            obj = group.objects[member["position"]]
+            os.makedirs(posixpath.dirname(obj.index_output) or ".", exist_ok=True)
+            if member["opt"]:
+                move(posixpath.join(group.index_dir, member["index_file"]), obj.index_output)
+                substitutes[posixpath.join(group.opt_dir, member["opt_object"])] = obj.opt_output
+                loaded.append(obj.index)
+            else:
+                write_atomic(obj.index_output, b"")  # bound, never read: no backend runs
+                if not member["is_bitcode"]:
+                    native.append(obj.index)
+            write_atomic(obj.plan_output, jsonio.dumps(lazy_member_plan(member, obj, imports)))
     for archive in up.archives.values():
         plan = jsonio.read_json(posixpath.join(scratch, "archive-plans", f"{archive.index}.json"))
         objects_dir = objects_dir_for(archive.plan_output)
@@ -354,20 +543,26 @@ def run(opts: Options, up: UpstreamMeta, cmd: IndexCommand, line: list[str], scr
         for member in plan["members"]:
             if not member["is_bitcode"]:
                 rel = posixpath.relpath(member["input"], objects_dir)
-                natives[member["input"]] = posixpath.join(opt_dir, rel)
-        write_atomic(archive.plan_output, jsonio.dumps(upstream_archive_plan(plan, objects_dir)))
+                substitutes[member["input"]] = posixpath.join(opt_dir, rel)
+        write_atomic(
+            archive.plan_output, jsonio.dumps(upstream_archive_plan(plan, objects_dir, imports))
+        )
     with open(meta["final_link_args_output"], encoding="utf-8") as f:
         final = parse_response_file(f.read(), meta["final_link_args_output"])
-    write_atomic(opts.final_link_index, response_file(final_link_args(final, cmd.tail, natives)))
-    loaded = [objects[i].path for i in link_plan["bitcode_objects"]]
+    final = final_link_args(final, cmd.tail, substitutes)
+    write_atomic(opts.final_link_index, response_file(final))
+    by_index = {o.index: o for o in up.objects.values()}
     os.makedirs(opts.index, exist_ok=True)
-    write_atomic(posixpath.join(opts.index, "index"), "".join(p + "\n" for p in loaded).encode())
+    write_atomic(
+        posixpath.join(opts.index, "index"),
+        "".join(by_index[i].path + "\n" for i in sorted(loaded)).encode(),
+    )
     write_atomic(
         opts.link_plan,
         jsonio.dumps(
             {
-                "index": {str(i): 1 for i in link_plan["bitcode_objects"]},
-                "non_lto_objects": {str(i): 1 for i in link_plan["native_objects"]},
+                "index": {str(i): 1 for i in sorted(loaded)},
+                "non_lto_objects": {str(i): 1 for i in sorted(native)},
             }
         ),
     )
