@@ -180,6 +180,37 @@ def test_objects_of_a_library_without_an_archive_stay_lazy_only_when_native(
                 name not in ("shout.c.o.opt.o", "echo.c.o")]  # fmt: skip
 
 
+def test_split_dwarf_gives_each_backend_a_dwo_file_that_its_object_names(buck2: Buck2) -> None:
+    """With the toolchain's `split_debug_mode = "split"` upstream gives each opt action
+    `--split-dwarf=split --dwo D`: the program's skeleton units name each D, which holds
+    that module's debug information."""
+    split = Buck2(
+        project=buck2.project,
+        config={**buck2.config, "example.split_debug_mode": "split"},
+        isolation_dir=buck2.isolation_dir,
+        binary=buck2.binary,
+    )
+    program = split.outputs("//c:wordstats")["root//c:wordstats"]
+    args, expected = PROGRAMS["//c:wordstats"]
+    assert run(program, args) == expected
+    dump = subprocess.run(
+        ["/usr/lib/llvm-22/bin/llvm-dwarfdump", "--debug-info", str(program)],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    names = re.findall(r'DW_AT_(?:GNU_)?dwo_name\s+\("([^"]+)"\)', dump)
+    assert any(n.endswith("main.c.o.opt.dwo") for n in names), names
+    assert any(n.endswith("/words.c.dwo") for n in names), names
+    split("build", "--console=simple", "--materializations=all", "//c:wordstats")
+    for name in names:
+        dwo = buck2.project / name
+        assert dwo.is_file(), name
+        sections = subprocess.run(
+            ["/usr/lib/llvm-22/bin/llvm-readobj", "--sections", str(dwo)],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        assert ".debug_info.dwo" in sections, name
+
+
 FAKE_CLANG = """#!/bin/sh
 # A clang++ whose ThinLTO backend misbehaves for one module; everything else is clang.
 case "$*" in

@@ -39,9 +39,18 @@ def test_opt_command_line_becomes_ours() -> None:
     ]  # fmt: skip
 
 
+def test_split_dwarf_becomes_our_dwo() -> None:
+    argv = ["--out", "m.opt.o", "--input", "m.o", "--index", "m.bc", "--split-dwarf=split",
+            "--dwo", "m.opt.dwo", "--", "clang++"]  # fmt: skip
+    assert upstream_opt.translate_argv(argv) == [
+        "--input", "m.o", "--index", "m.bc", "--out", "m.opt.o", "--dwo", "m.opt.dwo", "--",
+        "clang++",
+    ]  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "extra",
-    [["--split-dwarf=split", "--dwo", "m.dwo"], ["--split-dwarf=single"], ["--bogus", "x"]],
+    [["--split-dwarf=split"], ["--dwo", "m.dwo"], ["--split-dwarf=single"], ["--bogus", "x"]],
 )
 def test_opt_refuses_what_it_cannot_run(extra: list[str]) -> None:
     argv = ["--out", "m.opt.o", "--input", "m.o", "--index", "m.bc", *extra, "--", "clang"]
