@@ -455,6 +455,46 @@ def test_split_dwarf_writes_the_dwo_the_object_names(small_program: Path, tmp_pa
     assert '"lib"' in dwo_dump  # the function's debug information went to the .dwo
 
 
+def test_split_dwarf_single_keeps_it_in_the_object_that_its_skeleton_names(
+    small_program: Path, tmp_path: Path
+) -> None:
+    for name in ("lib.o", "lib.o.thinlto.bc"):
+        shutil.copy(small_program / name, tmp_path / name)
+    (tmp_path / "out").mkdir()
+    result = subprocess.run(
+        [*OPT, "--input", "lib.o", "--index", "lib.o.thinlto.bc", "--out", "out/lib.opt.o",
+         "--split-dwarf=single", "--", tool_clang()],
+        cwd=tmp_path, capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["lib.opt.o"]
+    dump = subprocess.run(
+        [tool("llvm-dwarfdump"), "--debug-info", "out/lib.opt.o"],
+        cwd=tmp_path, check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    assert 'DW_AT_dwo_name\t("out/lib.opt.o")' in dump  # the final name, not a temporary
+    sections = subprocess.run(
+        [tool("llvm-readobj"), "--sections", "out/lib.opt.o"],
+        cwd=tmp_path, check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    assert "Name: .debug_info.dwo" in sections
+
+
+@pytest.mark.parametrize(
+    ("extra", "problem"),
+    [(["--split-dwarf=split"], "--split-dwarf=split and --dwo go together"),
+     (["--split-dwarf=single", "--dwo", "x.dwo"], "--split-dwarf=split and --dwo go together"),
+     (["--split-dwarf=both"], "--split-dwarf=both: expected one of single, split")],
+)  # fmt: skip
+def test_split_dwarf_modes_that_do_not_fit_are_bad_input(
+    small_program: Path, tmp_path: Path, extra: list[str], problem: str
+) -> None:
+    result = run_opt(small_program, "lib.o", tmp_path / "lib.opt.o", *extra)
+    assert result.returncode == 2
+    assert problem in result.stderr
+    assert not (tmp_path / "lib.opt.o").exists()
+
+
 def test_split_dwarf_in_the_link_flags_needs_dwo(small_program: Path, tmp_path: Path) -> None:
     args = tmp_path / "link.args"
     args.write_text("-flto=thin\n-gsplit-dwarf\n-g\n")

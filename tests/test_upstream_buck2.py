@@ -180,13 +180,21 @@ def test_objects_of_a_library_without_an_archive_stay_lazy_only_when_native(
                 name not in ("shout.c.o.opt.o", "echo.c.o")]  # fmt: skip
 
 
-def test_split_dwarf_gives_each_backend_a_dwo_file_that_its_object_names(buck2: Buck2) -> None:
-    """With the toolchain's `split_debug_mode = "split"` upstream gives each opt action
-    `--split-dwarf=split --dwo D`: the program's skeleton units name each D, which holds
-    that module's debug information."""
+@pytest.mark.parametrize(
+    ("mode", "named"),
+    [("split", ("main.c.o.opt.dwo", "/words.c.dwo")),
+     ("single", ("main.c.o.opt.o", "/words.c.o"))],
+)  # fmt: skip
+def test_split_dwarf_puts_each_backends_debug_information_where_its_skeleton_says(
+    buck2: Buck2, mode: str, named: tuple[str, str]
+) -> None:
+    """With the toolchain's `split_debug_mode`, upstream gives each opt action
+    `--split-dwarf=split --dwo D` (a .dwo file of its own) or `--split-dwarf=single` (kept
+    in the optimised object): every skeleton unit of the program names a file that holds
+    its module's debug information."""
     split = Buck2(
         project=buck2.project,
-        config={**buck2.config, "example.split_debug_mode": "split"},
+        config={**buck2.config, "example.split_debug_mode": mode},
         isolation_dir=buck2.isolation_dir,
         binary=buck2.binary,
     )
@@ -198,8 +206,8 @@ def test_split_dwarf_gives_each_backend_a_dwo_file_that_its_object_names(buck2: 
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     names = re.findall(r'DW_AT_(?:GNU_)?dwo_name\s+\("([^"]+)"\)', dump)
-    assert any(n.endswith("main.c.o.opt.dwo") for n in names), names
-    assert any(n.endswith("/words.c.dwo") for n in names), names
+    for suffix in named:
+        assert any(n.endswith(suffix) for n in names), (suffix, names)
     split("build", "--console=simple", "--materializations=all", "//c:wordstats")
     for name in names:
         dwo = buck2.project / name

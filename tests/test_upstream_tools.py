@@ -39,19 +39,20 @@ def test_opt_command_line_becomes_ours() -> None:
     ]  # fmt: skip
 
 
-def test_split_dwarf_becomes_our_dwo() -> None:
-    argv = ["--out", "m.opt.o", "--input", "m.o", "--index", "m.bc", "--split-dwarf=split",
-            "--dwo", "m.opt.dwo", "--", "clang++"]  # fmt: skip
+@pytest.mark.parametrize(
+    ("upstream", "ours"),
+    [(["--split-dwarf=split", "--dwo", "m.opt.dwo"], ["--split-dwarf=split", "--dwo", "m.opt.dwo"]),
+     (["--split-dwarf=single"], ["--split-dwarf=single"]),
+     (["--split-dwarf=none"], [])],
+)  # fmt: skip
+def test_split_dwarf_modes_become_ours(upstream: list[str], ours: list[str]) -> None:
+    argv = ["--out", "m.opt.o", "--input", "m.o", "--index", "m.bc", *upstream, "--", "clang++"]
     assert upstream_opt.translate_argv(argv) == [
-        "--input", "m.o", "--index", "m.bc", "--out", "m.opt.o", "--dwo", "m.opt.dwo", "--",
-        "clang++",
+        "--input", "m.o", "--index", "m.bc", "--out", "m.opt.o", *ours, "--", "clang++",
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    "extra",
-    [["--split-dwarf=split"], ["--dwo", "m.dwo"], ["--split-dwarf=single"], ["--bogus", "x"]],
-)
+@pytest.mark.parametrize("extra", [["--bogus", "x"], ["stray"]])
 def test_opt_refuses_what_it_cannot_run(extra: list[str]) -> None:
     argv = ["--out", "m.opt.o", "--input", "m.o", "--index", "m.bc", *extra, "--", "clang"]
     with pytest.raises(BadInput):

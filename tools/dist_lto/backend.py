@@ -377,6 +377,13 @@ def split_dwarf_flags(dwo_name: str, dwo_output: str) -> list[str]:
     ]  # fmt: skip
 
 
+def split_dwarf_in_object_flags(name: str) -> list[str]:
+    """clang flags for split DWARF kept in the object (`-gsplit-dwarf=single`) whose
+    skeleton names `name`, the object's final path (the driver would name `-o`, a
+    temporary)."""
+    return ["-gsplit-dwarf=single", "-Xclang", "-split-dwarf-file", "-Xclang", name]
+
+
 def run_backend(
     command: list[str],
     *,

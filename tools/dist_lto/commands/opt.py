@@ -17,6 +17,7 @@ from dist_lto.backend import (
     read_head,
     run_backend,
     split_dwarf_flags,
+    split_dwarf_in_object_flags,
     stop_with_parent,
 )
 from dist_lto.cli import argument_parser, parse, scan
@@ -30,8 +31,8 @@ if TYPE_CHECKING:
 PROG = "dist-lto opt"
 USAGE = """\
 dist-lto opt [-h] --input M.o --index M.thinlto.bc --out M.opt.o
-                    [--args LINK_FLAGS_FILE] [--dwo M.opt.dwo] [--print-command]
-                    [--no-lld-defaults] -- CLANG [EXTRA FLAGS...]"""
+                    [--args LINK_FLAGS_FILE] [--dwo M.opt.dwo] [--split-dwarf MODE]
+                    [--print-command] [--no-lld-defaults] -- CLANG [EXTRA FLAGS...]"""
 DESCRIPTION = """\
 Run one ThinLTO backend: CLANG -c -x ir INPUT -fthinlto-index=INDEX <backend flags>
 [EXTRA FLAGS] -o OUT, where the backend flags are translated from the link's flags
@@ -50,7 +51,8 @@ clang exits 0 but its output is missing, empty or not an ELF object.
 Start it as `python3 -S -E path/to/dist_lto/__main__.py opt ...`: see docs/opt.md."""
 
 _VALUE_OPTIONS = {"--input": "input", "--index": "index", "--out": "out", "--args": "args",
-                  "--dwo": "dwo"}  # fmt: skip
+                  "--dwo": "dwo", "--split-dwarf": "split_dwarf"}  # fmt: skip
+_SPLIT_DWARF_MODES = ("single", "split")
 _FLAG_OPTIONS = {"--print-command": "print_command", "--no-lld-defaults": "no_lld_defaults"}
 
 
@@ -58,7 +60,7 @@ class Options:
     """The parsed command line."""
 
     __slots__ = ("args", "command", "dwo", "index", "input", "no_lld_defaults", "out",
-                 "print_command")  # fmt: skip
+                 "print_command", "split_dwarf")  # fmt: skip
 
     def __init__(self) -> None:
         self.input = ""
@@ -66,6 +68,8 @@ class Options:
         self.out = ""
         self.args: str | None = None
         self.dwo: str | None = None
+        self.split_dwarf: str | None = None
+        """`single` or `split`; None: `split` with --dwo, else no split DWARF."""
         self.print_command = False
         self.no_lld_defaults = False
         self.command: list[str] = []
@@ -109,6 +113,13 @@ def build_parser() -> "argparse.ArgumentParser":
         " split); its name is what the object's skeleton unit records",
     )
     parser.add_argument(
+        "--split-dwarf",
+        metavar="MODE",
+        help="`single`: keep split DWARF in the object, whose skeleton unit names --out"
+        " (clang's -gsplit-dwarf=single); `split`: write it to --dwo, which it needs (the"
+        " mode --dwo implies)",
+    )
+    parser.add_argument(
         "--print-command",
         action="store_true",
         help="print the backend command (with the final -o) and run nothing",
@@ -132,20 +143,34 @@ def parse_args(argv: list[str]) -> Options:
     return parse(argv, _parse_fast, build_parser, Options)
 
 
-def backend_command(opts: Options) -> list[str]:
-    """CLANG -c -x ir INPUT -fthinlto-index=INDEX <translated flags> <extra flags>, no -o."""
+def split_dwarf_mode(opts: Options) -> str | None:
+    """The split-DWARF mode the options ask for (None: none), checked."""
+    mode = opts.split_dwarf or ("split" if opts.dwo else None)
+    if mode is not None and mode not in _SPLIT_DWARF_MODES:
+        raise BadInput(f"--split-dwarf={mode}: expected one of {', '.join(_SPLIT_DWARF_MODES)}")
+    if (mode == "split") != bool(opts.dwo):
+        raise BadInput("--split-dwarf=split and --dwo go together")
+    return mode
+
+
+def backend_command(opts: Options, mode: str | None) -> list[str]:
+    """CLANG -c -x ir INPUT -fthinlto-index=INDEX <translated flags> <extra flags>, no -o
+    (with split DWARF kept in the object, `mode` single, the flags naming OUT in its
+    skeleton)."""
     link_flags = read_args_file(opts.args) if opts.args else []
     backend = translate(link_flags, lld_defaults=not opts.no_lld_defaults, origin=opts.args or "")
-    if backend.split_dwarf and not opts.dwo:
+    if backend.split_dwarf and not mode:
         raise BadInput(
             f"{opts.args}: the link asks for split DWARF (-gsplit-dwarf or dwo_dir); pass --dwo"
+            " or --split-dwarf=single"
         )
     clang, *extra = opts.command
-    if not opts.dwo and any(flag.startswith("-gsplit-dwarf") for flag in extra):
+    if not mode and any(flag.startswith("-gsplit-dwarf") for flag in extra):
         raise BadInput("-gsplit-dwarf in the extra flags needs --dwo (clang would name the .dwo"
                        " after a temporary file)")  # fmt: skip
+    in_object = split_dwarf_in_object_flags(opts.out) if mode == "single" else []
     return [clang, "-c", "-x", "ir", opts.input, f"-fthinlto-index={opts.index}",
-            *backend.flags, *extra]  # fmt: skip
+            *backend.flags, *extra, *in_object]  # fmt: skip
 
 
 def check_outputs(opts: Options) -> None:
@@ -168,6 +193,7 @@ def check_outputs(opts: Options) -> None:
 def main(argv: list[str]) -> int:
     opts = parse_args(argv)
     check_outputs(opts)
+    mode = split_dwarf_mode(opts)
     bitcode = is_bitcode(read_head(opts.input, "module", 4))
     if not bitcode:
         if opts.print_command:
@@ -175,7 +201,7 @@ def main(argv: list[str]) -> int:
             return 0
         pass_through(opts.input, opts.out, opts.dwo)
         return 0
-    command = backend_command(opts)
+    command = backend_command(opts, mode)
     if opts.print_command:
         print(_quote_command(command + _output_flags(opts)))
         return 0

@@ -3,8 +3,8 @@
 Upstream's Starlark runs, per module,
 `OPT --out O --input M --index M.thinlto.bc --split-dwarf=MODE [--dwo D] --args FLAGS
 -- COMPILER`, where FLAGS is the link's argument file (the linker driver first, then
-its flags, one per line). Split DWARF (`split`, the toolchain's `split_debug_mode`) is
-our `--dwo D`; `single` (the split sections kept in the object) is not supported yet.
+its flags, one per line). Split DWARF (the toolchain's `split_debug_mode`) is ours:
+`split` with `--dwo D`, `single` (kept in the object) as it is.
 `dist-lto opt` does the rest: flags as LLD's in-process ThinLTO applies them, the
 spelling check against the index, and a failure (clang's status, or exit 0 with an
 empty or non-ELF object) is this action's failure. Runs once per module: standard
@@ -40,14 +40,9 @@ def translate_argv(argv: list[str]) -> list[str]:
         raise BadInput(f"unexpected upstream opt arguments: {' '.join(argv)}")
     if not (up.out and up.input and up.index and up.command):
         raise BadInput("upstream opt needs --out, --input, --index and `-- COMPILER`")
-    if up.split_dwarf not in ("none", "split"):
-        raise BadInput(
-            f"--split-dwarf={up.split_dwarf}: not supported yet through the upstream prelude"
-            " (set the toolchain's split_debug_mode to none or split)"
-        )
-    if (up.split_dwarf == "split") != bool(up.dwo):
-        raise BadInput("--split-dwarf=split and --dwo go together")
     ours = ["--input", up.input, "--index", up.index, "--out", up.out]
+    if up.split_dwarf != "none":
+        ours.append(f"--split-dwarf={up.split_dwarf}")  # checked by `dist-lto opt`
     if up.dwo:
         ours += ["--dwo", up.dwo]
     if up.args:
