@@ -7,6 +7,7 @@ translations one by one, with real clang/llvm-ar where files are involved.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, Llvm, ThinIndex, run_cli
 from dist_lto.errors import BadInput
+from dist_lto.formats.manifest import read_manifest
 from dist_lto.llvm.toolchain import tool
 from dist_lto.upstream import opt as upstream_opt
 from dist_lto.upstream import plan as upstream_plan
@@ -150,6 +152,37 @@ def test_objects_between_start_lib_and_end_lib_become_an_archive_of_their_own() 
     assert [[o.path for o in g.objects] for g in lazy] == [["lib/a.o", "lib/b.o"], ["/abs/c.o"]]
     assert [g.manifest for g in lazy] == ["rel/0/manifest.json", "/abs/1/manifest.json"]
     assert all(item.get("whole") is False for item in meta["groups"][0]["linkables"][1:3])
+
+
+def test_a_lazy_groups_manifest_spells_each_object_as_the_index_step_does(
+    llvm: Llvm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "out" / "lib").mkdir(parents=True)
+    (tmp_path / "x.c").write_text("int x(void){return 4;}")
+    subprocess.run([llvm.clang, "-flto=thin", "-c", "x.c", "-o", "out/lib/x.o"], check=True)
+    subprocess.run([llvm.clang, "-c", "x.c", "-o", "out/lib/native.o"], check=True)
+    objects = [upstream_plan.UpstreamObject(p, i, f"{p}.bc", f"{p}.plan")
+               for i, p in enumerate(["out/lib/x.o", "out/lib/native.o"])]  # fmt: skip
+    relative, _ = upstream_plan.lazy_manifest_dirs(str(tmp_path / "scratch"), "out/idx")
+    assert relative == "scratch/lazy-objects"
+    group = upstream_plan.LazyGroup(9, objects, f"{relative}/0/manifest.json", "i", "o")
+    group.write_manifest()
+    manifest = read_manifest(group.manifest)
+    base = os.path.dirname(group.manifest)
+    spelled = [os.path.normpath(os.path.join(base, m.path)) for m in manifest.members]
+    assert spelled == ["out/lib/x.o", "out/lib/native.o"]
+    assert [m.bitcode for m in manifest.members] == [True, False]
+
+
+def test_a_lazy_object_spelled_other_than_normalised_is_one_line_of_bad_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    obj = upstream_plan.UpstreamObject("out/./x.o", 0, "x.bc", "x.plan")
+    group = upstream_plan.LazyGroup(1, [obj], "scratch/0/manifest.json", "i", "o")
+    with pytest.raises(BadInput, match=re.escape("'out/./x.o' between --start-lib and")):
+        group.write_manifest()
 
 
 def test_lazy_object_members_import_as_objects_to_upstream() -> None:
