@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import grpc
 import pytest
 from conftest import run_cli
+from dist_lto.distribute.remote import connection
 from dist_lto.distribute.remote.cas import FileDigests, build_tree, relative_parts
 from dist_lto.distribute.remote.protos import re_pb2
 from dist_lto.distribute.remote.settings import (
     DEFAULT_PLATFORM,
+    RemoteSettings,
     parse_address,
     parse_header,
     parse_instance,
@@ -202,3 +205,51 @@ def test_help_documents_the_remote_options() -> None:
                    "--remote-client-key PEM", "--credential-helper PROGRAM",
                    "--remote-timeout SECONDS"):  # fmt: skip
         assert option in proc.stdout
+
+
+class _Refusal(grpc.RpcError):
+    """A failed gRPC call as the stubs raise it."""
+
+    def __init__(self, code: grpc.StatusCode, details: str = "the engine says no") -> None:
+        self._code, self._details = code, details
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+
+@pytest.mark.parametrize(
+    ("failures", "calls", "pauses"),
+    [([grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED], 3, [0.25, 0.5]),
+     ([grpc.StatusCode.INVALID_ARGUMENT], 1, []),
+     ([grpc.StatusCode.FAILED_PRECONDITION], 1, []),
+     ([grpc.StatusCode.UNAVAILABLE] * 9, 4, [0.25, 0.5, 1.0])],
+)  # fmt: skip
+def test_transient_statuses_are_tried_again_after_growing_pauses_and_no_other(
+    monkeypatch: pytest.MonkeyPatch,
+    failures: list[grpc.StatusCode],
+    calls: int,
+    pauses: list[float],
+) -> None:
+    slept: list[float] = []
+    monkeypatch.setattr(connection.time, "sleep", slept.append)
+    remote = connection.Connection(
+        RemoteSettings(address="grpc://127.0.0.1:9", target="127.0.0.1:9")
+    )
+    made: list[int] = []
+
+    def call() -> str:
+        made.append(1)
+        if len(made) <= len(failures):
+            raise _Refusal(failures[len(made) - 1])
+        return "answer"
+
+    if calls > len(failures):
+        assert remote.call("Execute", call) == "answer"
+    else:
+        with pytest.raises(connection.RemoteFailed, match=r"Execute: .*the engine says no"):
+            remote.call("Execute", call)
+    assert (len(made), slept) == (calls, pauses)
+    remote.channel.close()
