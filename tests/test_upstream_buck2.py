@@ -219,6 +219,35 @@ def test_split_dwarf_puts_each_backends_debug_information_where_its_skeleton_say
         assert ".debug_info.dwo" in sections, name
 
 
+def test_sanitized_programs_run_alike_with_instrumented_backends(buck2: Buck2) -> None:
+    """With `-fsanitize=address,undefined` in the toolchain's compile and link flags,
+    every program still prints what it prints without, and the distributed C program's
+    optimised objects carry ASan's checks (the link adds the runtime)."""
+    sanitized = Buck2(
+        project=buck2.project,
+        config={**buck2.config, "example.sanitize": "address,undefined"},
+        isolation_dir=buck2.isolation_dir,
+        binary=buck2.binary,
+    )
+    c_and_cpp = ["//c:wordstats", "//cpp:shapes_report"]
+    outputs = sanitized.outputs(*c_and_cpp)
+    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0", "UBSAN_OPTIONS": "halt_on_error=1"}
+    for label, path in outputs.items():
+        args, expected = PROGRAMS[label.removeprefix("root")]
+        proc = subprocess.run([str(path), *args], capture_output=True, text=True, env=env)
+        assert (proc.returncode, proc.stdout, proc.stderr) == (0, expected, ""), label
+    # This configuration's own outputs (the program's directory is per configuration):
+    # the optimised object is ELF, the prepared member bitcode.
+    found = outputs["root//c:wordstats"].parent.glob("**/m/words.c.o")
+    words = [p for p in found if p.read_bytes()[:4] == b"\x7fELF"]
+    assert words
+    undefined = subprocess.run(
+        ["/usr/lib/llvm-22/bin/llvm-nm", "-u", str(words[0])],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert "__asan_" in undefined
+
+
 FAKE_CLANG = """#!/bin/sh
 # A clang++ whose ThinLTO backend misbehaves for one module; everything else is clang.
 case "$*" in
