@@ -19,6 +19,9 @@ from dist_lto.formats.manifest import read_manifest
 from dist_lto.llvm.toolchain import tool
 from dist_lto.upstream import opt as upstream_opt
 from dist_lto.upstream import plan as upstream_plan
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support.budget import examples
 from test_opt_cli import MAIN, OPT_PATH_MODULES, imported_modules
 
 
@@ -183,6 +186,70 @@ def test_a_lazy_object_spelled_other_than_normalised_is_one_line_of_bad_input(
     group = upstream_plan.LazyGroup(1, [obj], "scratch/0/manifest.json", "i", "o")
     with pytest.raises(BadInput, match=re.escape("'out/./x.o' between --start-lib and")):
         group.write_manifest()
+
+
+_OBJECTS = ["a.o", "b.o", "c.o", "d.o"]
+_MEMBERS = ["m/x.o", "m/y.o"]
+
+
+@st.composite
+def index_lines(draw: st.DrawFn) -> tuple[list[str], bool]:
+    """A line as upstream writes one (objects, lazy groups of objects, args, the
+    archive's members lazy or whole), sometimes with a stray --start-lib or --end-lib;
+    and whether the archive is on it."""
+    pool = list(draw(st.permutations(_OBJECTS)))
+    line: list[str] = []
+    kinds = ["object", "lazy", "arg", "stray", "archive", "whole"]
+    archive = False
+    for kind in draw(st.lists(st.sampled_from(kinds), max_size=7)):
+        if kind == "object" and pool:
+            line.append(pool.pop())
+        elif kind == "lazy" and pool:
+            take = draw(st.integers(1, len(pool)))
+            line += ["-Wl,--start-lib", *pool[-take:], "-Wl,--end-lib"]
+            del pool[-take:]
+        elif kind == "arg":
+            line.append(draw(st.sampled_from(["-lm", "-L.", "x.so"])))
+        elif kind == "stray":
+            line.append(draw(st.sampled_from(["-Wl,--start-lib", "-Wl,--end-lib"])))
+        elif kind in ("archive", "whole") and not archive:
+            archive = True
+            lazy = kind == "archive"
+            line += ["-Wl,--start-lib", *_MEMBERS, "-Wl,--end-lib"] if lazy else _MEMBERS
+    return line, archive
+
+
+@given(drawn=index_lines())
+@settings(max_examples=examples(300), deadline=None)
+def test_any_index_line_gives_each_object_one_place_or_bad_input(
+    drawn: tuple[list[str], bool],
+) -> None:
+    """Every object on the line ends up in our meta exactly once, alone or in a lazy
+    group (only between --start-lib and --end-lib), or the line is refused as bad input;
+    lazy groups get archive indices of their own."""
+    line, has_archive = drawn
+    up = upstream_plan.UpstreamMeta({}, {}, {})
+    for i, path in enumerate(_OBJECTS):
+        up.objects[path] = upstream_plan.UpstreamObject(path, i, f"{path}.bc", f"{path}.plan")
+    if has_archive:
+        up.archives[7] = upstream_plan.UpstreamArchive(7, "prep/plan.json", "idx", _MEMBERS)
+        up.member_archive = dict.fromkeys(_MEMBERS, 7)
+    try:
+        meta, lazy = upstream_plan.our_meta(up, line, [], "scratch", ("rel", "/abs"))
+    except BadInput:
+        return
+    items = meta["groups"][0]["linkables"]
+    alone = [item["path"] for item in items if item["kind"] == "object"]
+    grouped = [obj.path for group in lazy for obj in group.objects]
+    assert sorted(alone + grouped) == sorted(t for t in line if t in up.objects)
+    for group in lazy:
+        first = line.index(group.objects[0].path)
+        assert line[first - 1] == "-Wl,--start-lib"
+        assert line[first + len(group.objects)] == "-Wl,--end-lib"
+    indices = [item["index"] for item in items if item["kind"] == "archive"]
+    assert len(indices) == len(set(indices))
+    upstream_indices = [*up.archives, *(o.index for o in up.objects.values())]
+    assert all(group.index > max(upstream_indices) for group in lazy)
 
 
 def test_lazy_object_members_import_as_objects_to_upstream() -> None:
