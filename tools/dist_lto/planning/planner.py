@@ -460,10 +460,33 @@ def plan(meta_path: str, command: list[str], *, replay: bool, jobs: int = 0) -> 
         raise write_failure(err) from None
 
 
+def indexed(meta_path: str, command: list[str]) -> Planner:
+    """Everything `plan` does before it writes a plan, in this process: the meta read
+    and checked, the index step run, its outputs checked, every `.imports` read, index
+    files in place. For a caller that writes the plans in formats of its own (the
+    upstream Buck2 route) from `Planner.object_plan`, `archive_plan`, `final_line` and
+    `link_plan`; it writes the empty index files of objects the link did not load."""
+    gc.disable()
+    try:
+        planner = _checked(meta_path, command, replay=False, large=False)
+        planner.read_imports(planner.modules.values())
+        planner.move_index_files()
+    except OSError as err:
+        raise write_failure(err) from None
+    return planner
+
+
 def _plan(meta_path: str, command: list[str], *, replay: bool, jobs: int) -> None:
+    planner = _checked(meta_path, command, replay=replay, large=jobs != 1)
+    _write_plans(planner, command, jobs)
+
+
+def _checked(meta_path: str, command: list[str], *, replay: bool, large: bool) -> Planner:
+    """A planner whose index step has run (or, replaying, had run) and been checked.
+    `large`: for a large link, prefetch the `.imports` while checking."""
     meta = read_meta(meta_path)
     prefetch: index_step.ImportsPrefetch | None = None
-    large = jobs != 1 and len(meta.objects()) >= PARALLEL_MIN_OBJECTS
+    large = large and len(meta.objects()) >= PARALLEL_MIN_OBJECTS
     list_file = posixpath.join(meta.index_dir, index_step.LIST_NAME)
     try:
         if replay and large:
@@ -479,7 +502,7 @@ def _plan(meta_path: str, command: list[str], *, replay: bool, jobs: int) -> Non
     finally:
         if prefetch is not None:
             prefetch.stop()
-    _write_plans(planner, command, jobs)
+    return planner
 
 
 def _write_plans(planner: Planner, command: list[str], jobs: int) -> None:

@@ -37,11 +37,12 @@ from dataclasses import dataclass, field
 from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.formats import jsonio
 from dist_lto.formats.manifest import manifest_bytes
-from dist_lto.formats.response_file import parse_response_file, response_file
+from dist_lto.formats.response_file import response_file
 from dist_lto.fsutil import move, write_atomic
-from dist_lto.llvm.index_step import is_bitcode_file
+from dist_lto.llvm.index_step import is_bitcode_file, is_raw_linker
 from dist_lto.planning import planner as ours
 from dist_lto.upstream.layout import manifest_for, objects_dir_for, opt_objects_dir_for
+from dist_lto.whole_files import WholeWriter
 
 _META_LINES = 7
 _INDEX_SUFFIX = ".thinlto.bc"
@@ -332,6 +333,8 @@ def our_meta(
     missing = sorted(set(up.archives) - seen_archives)
     if missing:
         raise BadInput(f"archives {missing} of the meta are not on the index line")
+    # The plan outputs named here are never written: `write_plans` writes upstream's
+    # formats from the planner itself.
     meta_groups = [{"linkables": linkables}]
     if tail:
         meta_groups.append({"linkables": [{"kind": "args", "args": tail}]})
@@ -501,57 +504,66 @@ def run(opts: Options, up: UpstreamMeta, cmd: IndexCommand, line: list[str], scr
         meta_path = posixpath.join(scratch, "meta.json")
         write_atomic(meta_path, jsonio.dumps(meta))
         command = [*cmd.head, "-o", posixpath.join(scratch, "index-step.out")]
-        ours.plan(meta_path, command, replay=False, jobs=1)
+        planner = ours.indexed(meta_path, command)
     finally:
         shutil.rmtree(relative, ignore_errors=True)
-    write_plans(opts, up, cmd, meta, groups, scratch)
+    write_plans(opts, up, cmd, planner, groups, is_raw_linker(command))
 
 
 def write_plans(
-    opts: Options, up: UpstreamMeta, cmd: IndexCommand, meta: dict, groups: list[LazyGroup],
-    scratch: str,
+    opts: Options, up: UpstreamMeta, cmd: IndexCommand, planner: ours.Planner,
+    groups: list[LazyGroup], raw_linker: bool,
 ) -> None:  # fmt: skip
-    """Upstream's outputs from our plans."""
+    """Upstream's outputs, straight from our planner (our own plan files are never
+    written): object and archive plans, the final link's argument file, the index list
+    and the link plan."""
     imports = ImportMap.of(groups)
-    grouped = {obj.index for g in groups for obj in g.objects}
-    objects = {o.index: o for o in up.objects.values() if o.index not in grouped}
-    link_plan = jsonio.read_json(meta["link_plan_output"], "link plan")
+    by_index = {o.index: o for o in up.objects.values()}
+    lazy_members = {g.index: g for g in groups}
+    link_plan = planner.link_plan()
     loaded = list(link_plan["bitcode_objects"])
     native = list(link_plan["native_objects"])
-    for index, obj in objects.items():
-        plan = jsonio.read_json(posixpath.join(scratch, "object-plans", f"{index}.json"))
-        write_atomic(obj.plan_output, jsonio.dumps(upstream_object_plan(plan, imports)))
-    substitutes: dict[str, str] = {}  # final-line paths -> the files upstream binds there
-    for group in groups:
-        plan = jsonio.read_json(posixpath.join(scratch, "archive-plans", f"{group.index}.json"))
-        for member in plan["members"]:
-            obj = group.objects[member["position"]]
-            os.makedirs(posixpath.dirname(obj.index_output) or ".", exist_ok=True)
-            if member["opt"]:
-                move(posixpath.join(group.index_dir, member["index_file"]), obj.index_output)
-                substitutes[posixpath.join(group.opt_dir, member["opt_object"])] = obj.opt_output
-                loaded.append(obj.index)
-            else:
-                write_atomic(obj.index_output, b"")  # bound, never read: no backend runs
+    writer = WholeWriter()
+    try:
+        for o in planner.objects:
+            obj = by_index[o.index]
+            plan = planner.object_plan(o)
+            if not plan["is_bitcode"]:
+                _write_unread_index(obj)
+            writer.write(obj.plan_output, jsonio.dumps(upstream_object_plan(plan, imports)))
+        substitutes: dict[str, str] = {}  # final-line paths -> the files upstream binds there
+        for index, archive in planner.archives.items():
+            plan = planner.archive_plan(archive)
+            group = lazy_members.get(index)
+            if group is not None:
+                for member in plan["members"]:
+                    obj = group.objects[member["position"]]
+                    if member["opt"]:
+                        move(posixpath.join(group.index_dir, member["index_file"] or ""),
+                             obj.index_output)  # fmt: skip
+                        final = posixpath.join(group.opt_dir, member["opt_object"] or "")
+                        substitutes[final] = obj.opt_output
+                        loaded.append(obj.index)
+                    else:
+                        _write_unread_index(obj)
+                        if not member["is_bitcode"]:
+                            native.append(obj.index)
+                    plan_bytes = jsonio.dumps(lazy_member_plan(member, obj, imports))
+                    writer.write(obj.plan_output, plan_bytes)
+                continue
+            upstream = up.archives[index]
+            objects_dir = objects_dir_for(upstream.plan_output)
+            opt_dir = opt_objects_dir_for(upstream.plan_output)
+            for member in plan["members"]:
                 if not member["is_bitcode"]:
-                    native.append(obj.index)
-            write_atomic(obj.plan_output, jsonio.dumps(lazy_member_plan(member, obj, imports)))
-    for archive in up.archives.values():
-        plan = jsonio.read_json(posixpath.join(scratch, "archive-plans", f"{archive.index}.json"))
-        objects_dir = objects_dir_for(archive.plan_output)
-        opt_dir = opt_objects_dir_for(archive.plan_output)
-        for member in plan["members"]:
-            if not member["is_bitcode"]:
-                rel = posixpath.relpath(member["input"], objects_dir)
-                substitutes[member["input"]] = posixpath.join(opt_dir, rel)
-        write_atomic(
-            archive.plan_output, jsonio.dumps(upstream_archive_plan(plan, objects_dir, imports))
-        )
-    with open(meta["final_link_args_output"], encoding="utf-8") as f:
-        final = parse_response_file(f.read(), meta["final_link_args_output"])
-    final = final_link_args(final, cmd.tail, substitutes)
+                    rel = posixpath.relpath(member["input"], objects_dir)
+                    substitutes[member["input"]] = posixpath.join(opt_dir, rel)
+            archive_plan = upstream_archive_plan(plan, objects_dir, imports)
+            write_atomic(upstream.plan_output, jsonio.dumps(archive_plan))
+    finally:
+        writer.close()
+    final = final_link_args(planner.final_line(raw_linker), cmd.tail, substitutes)
     write_atomic(opts.final_link_index, response_file(final))
-    by_index = {o.index: o for o in up.objects.values()}
     os.makedirs(opts.index, exist_ok=True)
     write_atomic(
         posixpath.join(opts.index, "index"),
@@ -566,3 +578,10 @@ def write_plans(
             }
         ),
     )
+
+
+def _write_unread_index(obj: UpstreamObject) -> None:
+    """Bind the index output of an object no backend runs on: upstream declares one for
+    every object, and nothing reads it."""
+    os.makedirs(posixpath.dirname(obj.index_output) or ".", exist_ok=True)
+    write_atomic(obj.index_output, b"")
