@@ -519,10 +519,11 @@ def write_plans(
     and the link plan."""
     imports = ImportMap.of(groups)
     by_index = {o.index: o for o in up.objects.values()}
-    lazy_members = {g.index: g for g in groups}
+    lazy_groups = {g.index: g for g in groups}
     link_plan = planner.link_plan()
     loaded = list(link_plan["bitcode_objects"])
     native = list(link_plan["native_objects"])
+    substitutes: dict[str, str] = {}  # final-line paths -> the files upstream binds there
     writer = WholeWriter()
     try:
         for o in planner.objects:
@@ -531,35 +532,25 @@ def write_plans(
             if not plan["is_bitcode"]:
                 _write_unread_index(obj)
             writer.write(obj.plan_output, jsonio.dumps(upstream_object_plan(plan, imports)))
-        substitutes: dict[str, str] = {}  # final-line paths -> the files upstream binds there
         for index, archive in planner.archives.items():
             plan = planner.archive_plan(archive)
-            group = lazy_members.get(index)
-            if group is not None:
-                for member in plan["members"]:
-                    obj = group.objects[member["position"]]
-                    if member["opt"]:
-                        move(posixpath.join(group.index_dir, member["index_file"] or ""),
-                             obj.index_output)  # fmt: skip
-                        final = posixpath.join(group.opt_dir, member["opt_object"] or "")
-                        substitutes[final] = obj.opt_output
-                        loaded.append(obj.index)
-                    else:
-                        _write_unread_index(obj)
-                        if not member["is_bitcode"]:
-                            native.append(obj.index)
-                    plan_bytes = jsonio.dumps(lazy_member_plan(member, obj, imports))
-                    writer.write(obj.plan_output, plan_bytes)
+            group = lazy_groups.get(index)
+            if group is None:
+                substitutes.update(_write_archive_plan(up.archives[index], plan, imports))
                 continue
-            upstream = up.archives[index]
-            objects_dir = objects_dir_for(upstream.plan_output)
-            opt_dir = opt_objects_dir_for(upstream.plan_output)
             for member in plan["members"]:
-                if not member["is_bitcode"]:
-                    rel = posixpath.relpath(member["input"], objects_dir)
-                    substitutes[member["input"]] = posixpath.join(opt_dir, rel)
-            archive_plan = upstream_archive_plan(plan, objects_dir, imports)
-            write_atomic(upstream.plan_output, jsonio.dumps(archive_plan))
+                obj = group.objects[member["position"]]
+                if member["opt"]:
+                    move(posixpath.join(group.index_dir, member["index_file"] or ""),
+                         obj.index_output)  # fmt: skip
+                    final = posixpath.join(group.opt_dir, member["opt_object"] or "")
+                    substitutes[final] = obj.opt_output
+                    loaded.append(obj.index)
+                else:
+                    _write_unread_index(obj)
+                    if not member["is_bitcode"]:
+                        native.append(obj.index)
+                writer.write(obj.plan_output, jsonio.dumps(lazy_member_plan(member, obj, imports)))
     finally:
         writer.close()
     final = final_link_args(planner.final_line(raw_linker), cmd.tail, substitutes)
@@ -578,6 +569,22 @@ def write_plans(
             }
         ),
     )
+
+
+def _write_archive_plan(archive: UpstreamArchive, plan: dict, imports: ImportMap) -> dict[str, str]:
+    """Write upstream's plan of a prepared archive; return where upstream binds its
+    native members (in the optimised-objects directory), by our final line's paths."""
+    objects_dir = objects_dir_for(archive.plan_output)
+    opt_dir = opt_objects_dir_for(archive.plan_output)
+    natives = {}
+    for member in plan["members"]:
+        if not member["is_bitcode"]:
+            rel = posixpath.relpath(member["input"], objects_dir)
+            natives[member["input"]] = posixpath.join(opt_dir, rel)
+    write_atomic(
+        archive.plan_output, jsonio.dumps(upstream_archive_plan(plan, objects_dir, imports))
+    )
+    return natives
 
 
 def _write_unread_index(obj: UpstreamObject) -> None:
