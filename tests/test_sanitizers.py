@@ -12,9 +12,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-import orjson
 import pytest
 from conftest import Llvm, run_cli
+from test_plan_lld import group, meta_doc, obj, write_meta
 
 MAIN = """#include <stdlib.h>
 int peek(int *p, int i);
@@ -85,16 +85,8 @@ def test_planned_link_with_opt_per_module_reports_like_in_process(
     llvm: Llvm, tmp_path: Path, sanitizer: str
 ) -> None:
     link = build(llvm, tmp_path, sanitizer)
-    linkables = [
-        {"kind": "object", "index": i, "path": f"{name}.o",
-         "index_output": f"out/index/{name}.o.thinlto.bc", "plan_output": f"out/plans/{i}.json",
-         "opt_output": f"out/opt/{name}.o"}
-        for i, name in enumerate(["main", "other"])
-    ]  # fmt: skip
-    meta = {"version": 1, "index_dir": "out/index", "link_plan_output": "out/link-plan.json",
-            "final_link_args_output": "out/final-link.args",
-            "groups": [{"linkables": linkables}]}  # fmt: skip
-    (tmp_path / "meta.json").write_bytes(orjson.dumps(meta))
+    linkables = [obj(i, f"{name}.o") for i, name in enumerate(["main", "other"])]
+    write_meta(tmp_path, meta_doc(group(*linkables)))
     planned = run_cli(["plan", "meta.json", "--", llvm.clang, *link, "-o", "app"], cwd=tmp_path)
     assert planned.returncode == 0, planned.stderr
     (tmp_path / "link.args").write_text("".join(f"{flag}\n" for flag in link))
