@@ -22,7 +22,7 @@ import pytest
 from conftest import Llvm, run_cli
 from dist_lto import cli
 from dist_lto.archive.reader import RegularArchive
-from dist_lto.commands import prepare as prepare_command
+from dist_lto.archive import prepare as prepare_engine
 from dist_lto.formats import jsonio
 
 ELF_HEAD = b"\x7fELF\x02\x01\x01\x00" + b"\x00" * 24
@@ -387,7 +387,7 @@ def test_failing_manifest_write_removes_the_extracted_objects(
     def full_disk(*document: object) -> bytes:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(prepare_command, "manifest_bytes", full_disk)
+    monkeypatch.setattr(prepare_engine, "manifest_bytes", full_disk)
     stderr = io.StringIO()
     with redirect_stderr(stderr):
         status = cli.main(

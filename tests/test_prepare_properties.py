@@ -28,14 +28,14 @@ from dist_lto.archive.ar_headers import (
     read_thin_members,
 )
 from dist_lto.commands import prepare as prepare_command
-from dist_lto.commands.prepare import (
+from dist_lto.archive.member_names import (
     UnsafeName,
-    _check_name_characters,
-    _relative_prefix,
     assign_paths,
+    check_name_characters,
     directories_of,
     safe_path,
 )
+from dist_lto.archive.thin import _relative_prefix
 from dist_lto.errors import BadInput
 from dist_lto.formats import jsonio
 from dist_lto.formats.manifest import manifest_bytes, manifest_document
@@ -68,7 +68,7 @@ def test_thin_member_manifest_paths_match_relpath(base: str, start: str, name: s
 def test_control_characters_in_member_names_are_refused_exactly(name: str) -> None:
     refused = any(c < " " or c == "\x7f" for c in name)
     try:
-        _check_name_characters("a.a", name, 0)
+        check_name_characters("a.a", name, 0)
     except BadInput:
         assert refused
     else:

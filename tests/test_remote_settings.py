@@ -160,7 +160,7 @@ def test_remote_settings_without_an_address_elsewhere_are_unused(tmp_path: Path)
 
 def test_a_command_line_cache_dir_wins_over_a_disabled_cache_elsewhere(tmp_path: Path) -> None:
     from dist_lto import configuration
-    from dist_lto.commands.distribute import Options
+    from dist_lto.distribute.settings import Options
 
     opts = Options()
     opts.cache_dir = "here"

@@ -3,7 +3,7 @@
 `dist-lto plan` writes, per link, what a build system schedules: one backend per loaded
 bitcode module and a final-link argument file (docs/plan.md). This command runs them:
 it turns the plans into the jobs of a DTLTO job file (module, index, imported modules,
-native object) and hands them to the distributor's scheduler (`commands/distribute.py`
+native object) and hands them to the distributor's scheduler (`distribute/session.py`
 `run_jobs`: biggest module first, the strict runner of `backend.py`, the result cache,
 fork servers, the jobserver, progress, summary and trace), then runs the final link,
 `COMMAND @final-link.args`, as the planner's index step ran `COMMAND`.
@@ -13,8 +13,9 @@ import argparse
 import os
 import sys
 
-from dist_lto.commands import distribute
+from dist_lto.distribute import settings as distribute_settings
 from dist_lto.distribute.reporting import Reporter
+from dist_lto.distribute.session import run_jobs, write_trace
 from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.formats.jobfile import Job, JobFile
 from dist_lto.formats.meta import Meta, read_meta
@@ -65,8 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG + "\n\n" + configuration.describe(configuration.LOCAL),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    distribute.add_local_options(parser)
-    distribute.add_report_options(parser)
+    distribute_settings.add_local_options(parser)
+    distribute_settings.add_report_options(parser)
     parser.add_argument(
         "--compiler",
         metavar="CLANG",
@@ -84,13 +85,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _settings(opts: argparse.Namespace) -> distribute.Settings:
+def _settings(opts: argparse.Namespace) -> distribute_settings.Settings:
     """The distributor's settings, from the options both commands share."""
-    shared = distribute.Options()
+    shared = distribute_settings.Options()
     for name in ("jobs", "cache_dir", "cache_max_size", "no_cache", "no_fork_server", "verbose",
                  "quiet", "trace"):  # fmt: skip
         setattr(shared, name, getattr(opts, name))
-    return distribute.Settings(shared, remote=False)
+    return distribute_settings.Settings(shared, remote=False)
 
 
 def _compiler(opts: argparse.Namespace) -> str:
@@ -245,7 +246,7 @@ def main(argv: list[str]) -> int:
 
         trace = Trace(settings.trace, f"{PROG} {files.linker_output}")
     try:
-        distribute.run_jobs(files, settings, reporter, trace)
+        run_jobs(files, settings, reporter, trace)
         started = trace.now() if trace is not None else 0
         _final_link(opts.command, meta.final_link_args_output)
         if trace is not None:
@@ -254,5 +255,5 @@ def main(argv: list[str]) -> int:
                 0, "final link", "link", started, trace.now(), {"output": files.linker_output}
             )
     finally:
-        distribute.write_trace(trace, reporter)
+        write_trace(trace, reporter)
     return 0

@@ -3,7 +3,7 @@
 Buck2's bundled prelude runs distributed ThinLTO (`cxx_binary(enable_distributed_thinlto
 = True)`) with the tools a toolchain names in `DistLtoToolsInfo`. Each module here
 accepts the command line upstream's Starlark writes for one of them and translates
-between upstream's files and ours; the work itself is done by `dist_lto.commands.prepare`,
+between upstream's files and ours; the work itself is done by `dist_lto.archive.prepare`,
 `dist_lto.planning.planner` and `dist_lto.commands.opt` (docs/upstream-buck2.md):
 
 - `prepare`: upstream's `--manifest-out/--objects-out/--archive` on `dist-lto prepare`;

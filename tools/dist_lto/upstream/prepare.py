@@ -16,7 +16,8 @@ import os
 import posixpath
 import shutil
 
-from dist_lto.commands import prepare as ours
+from dist_lto.archive.member_names import assign_paths
+from dist_lto.archive.prepare import prepare
 from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.formats import jsonio
 from dist_lto.fsutil import write_atomic
@@ -27,7 +28,7 @@ def _copy_thin_members(document: dict, manifest: str, members_dir: str) -> dict:
     """Copy a thin archive's members under `members_dir`; the manifest then points there."""
     base = posixpath.dirname(manifest)
     entries = document["members"]
-    names = ours.assign_paths([posixpath.basename(e["name"]) or "member" for e in entries])
+    names = assign_paths([posixpath.basename(e["name"]) or "member" for e in entries])
     os.makedirs(members_dir, exist_ok=True)
     copied = []
     for entry, name in zip(entries, names, strict=True):
@@ -57,7 +58,7 @@ def main(argv: list[str]) -> int:
     objects_dir = args.objects_out.rstrip("/") or args.objects_out
     manifest = manifest_for(objects_dir)
     members_dir = posixpath.join(objects_dir, MEMBERS)
-    document = ours.prepare(args.archive, members_dir, manifest)
+    document = prepare(args.archive, members_dir, manifest)
     try:
         if document["thin"]:
             document = _copy_thin_members(document, manifest, members_dir)
