@@ -288,3 +288,28 @@ def test_eight_links_sharing_one_cache_with_a_pruner_running_all_work(
     assert problems == []
     assert pruned[0] > 0
     assert sorted(p.name for p in roots[0].iterdir()) == ["libm.a", "main.o", "shout.o"]
+
+
+def test_a_distribution_gives_its_compilers_a_private_tmpdir_and_leaves_the_callers_environment(
+    tmp_path: Path, small_dtlto: DtltoLink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compilers' TMPDIR is the distribution's own directory, passed to them, never
+    set in this process: a library call must not change its caller's environment."""
+    from dist_lto.distribute.reporting import Reporter
+    from dist_lto.distribute.session import run_jobs
+    from dist_lto.distribute.settings import Options, Settings
+
+    root = small_dtlto.clone(tmp_path / "link")
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    opts = Options()
+    opts.no_cache = True
+    files = read_job_file(small_dtlto.job_file)
+    reporter = Reporter(len(files.jobs), verbose=False, tty=False, quiet=True)
+    distribution = run_jobs(files, Settings(opts), reporter)
+    assert os.environ["TMPDIR"] == str(tmp_path)
+    assert distribution.env is not None
+    private = distribution.env["TMPDIR"]
+    assert private.startswith(f"{tmp_path}/dist-lto-")
+    assert not Path(private).exists()  # removed with the distribution
+    assert len(list(root.glob("*.native.o"))) == len(files.jobs)

@@ -8,6 +8,7 @@ module first, each through the same strict runner as `dist-lto opt` (`backend.py
 with results kept in a cache shared by all links.
 """
 
+import os
 import sys
 
 from dist_lto import TYPE_CHECKING
@@ -191,6 +192,10 @@ def main(argv: list[str]) -> int:
     stop_with_parent()
     opts = parse_args(argv)
     settings = Settings(opts)
+    if settings.remote is not None:
+        # gRPC's C core logs a failed TLS handshake at INFO on stderr; our message says
+        # it once. Read when grpc is first imported, so set before the session starts.
+        os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     files = read_job_file(opts.job_file)
     check_module_paths(files)
     reporter = Reporter(

@@ -21,7 +21,7 @@ from dist_lto.formats.jobfile import Job, JobFile
 from dist_lto.fsutil import remove_quietly
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from dist_lto.distribute.jobserver import JobSlots
     from dist_lto.distribute.remote.cache_only import RemoteCache
@@ -42,10 +42,16 @@ class WorkerCompiler:
     one that works (`forkserver.py`), else started directly."""
 
     def __init__(
-        self, compiler: str, preload: str | None, on_trouble: "Callable[[str], None]"
+        self,
+        compiler: str,
+        preload: str | None,
+        on_trouble: "Callable[[str], None]",
+        env: "Mapping[str, str] | None" = None,
     ) -> None:
         self.compiler = compiler
         self.preload = preload
+        self.env = env
+        """The compilers' environment (None: this process's)."""
         self.on_trouble = on_trouble
         """Told why the worker gave its fork server up."""
         self.server: ForkServer | None = None
@@ -57,7 +63,7 @@ class WorkerCompiler:
 
         if self.server is None and self.preload is not None:
             try:
-                self.server = ForkServer(self.compiler, self.preload)
+                self.server = ForkServer(self.compiler, self.preload, self.env)
             except DistLtoError as err:
                 self._give_up(err)
         if self.server is not None:
@@ -69,7 +75,7 @@ class WorkerCompiler:
                 self.forked = True
                 return status_and_stderr
         self.forked = False
-        return run_tool(argv, on_start)
+        return run_tool(argv, on_start, self.env)
 
     def _give_up(self, err: DistLtoError) -> None:
         self.close()
@@ -98,8 +104,11 @@ class Distribution:
         slots: "JobSlots | None" = None,
         trace: "Trace | None" = None,
         remote_cache: "RemoteCache | None" = None,
+        env: "Mapping[str, str] | None" = None,
     ) -> None:
         self.files = files
+        self.env = env
+        """The compilers' environment (None: this process's)."""
         self.slots = slots
         """The build's job slots (GNU make's jobserver): each job runs in one."""
         self.trace = trace
@@ -204,7 +213,9 @@ class Distribution:
         return bool(self.stopping) or self.next == len(self.order)
 
     def _work(self, worker: int) -> None:
-        compiler = WorkerCompiler(self.files.args[0], self.preload, self._fork_server_trouble)
+        compiler = WorkerCompiler(
+            self.files.args[0], self.preload, self._fork_server_trouble, self.env
+        )
         if self.trace is not None:
             self.trace.name_thread(worker + 1, f"worker {worker + 1}")
         try:

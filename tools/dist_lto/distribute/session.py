@@ -78,18 +78,17 @@ def _open_remote_cache(
 
 
 def _private_tmpdir() -> str | None:
-    """Point TMPDIR at a new directory, removed when the distribution ends: a compiler that
-    crashes writes its reproducer files (preprocessed source, run script) there, and a
-    link must not leave them in the user's temporary directory. None when it cannot be
-    made (then TMPDIR stays as it is). Made by hand: `tempfile` and `shutil` cost the
-    distributor's start-up imports it otherwise never needs."""
+    """A new directory for the compilers' TMPDIR, removed when the distribution ends: a
+    compiler that crashes writes its reproducer files (preprocessed source, run script)
+    there, and a link must not leave them in the user's temporary directory. None when
+    it cannot be made (then the compilers get TMPDIR as it is). Made by hand: `tempfile`
+    and `shutil` cost the distributor's start-up imports it otherwise never needs."""
     base = os.environ.get("TMPDIR") or "/tmp"
     path = os.path.join(base, f"dist-lto-{os.getpid()}-{os.urandom(6).hex()}")
     try:
         os.mkdir(path, 0o700)
     except OSError:
         return None
-    os.environ["TMPDIR"] = path
     return path
 
 
@@ -201,9 +200,10 @@ def run_jobs(
     preload = _fork_server_library(files, settings, reporter)
     slots = _job_slots(settings, reporter)
     private_tmp = _private_tmpdir()
+    env = os.environ if private_tmp is None else {**os.environ, "TMPDIR": private_tmp}
     distribution = Distribution(
         files, settings.jobs, reporter, cache, keys, remote, preload, slots=slots, trace=trace,
-        remote_cache=remote_cache,
+        remote_cache=remote_cache, env=env,
     )  # fmt: skip
     if settings.verbose:
         reporter.note(

@@ -25,7 +25,7 @@ from dist_lto.fsutil import remove_quietly, temp_path_for
 from dist_lto.llvm.toolchain import which
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
     from socket import socket
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "forkserver.c")
@@ -121,7 +121,7 @@ class ForkServer:
     stops jobs through the pids that `on_start` receives.
     """
 
-    def __init__(self, compiler: str, preload: str) -> None:
+    def __init__(self, compiler: str, preload: str, env: "Mapping[str, str] | None" = None) -> None:
         import socket
 
         self.compiler = compiler
@@ -129,18 +129,18 @@ class ForkServer:
         self.sock: socket = ours
         self.pid = 0
         try:
-            self._start(theirs, preload)
+            self._start(theirs, preload, os.environ if env is None else env)
         except BaseException:
             self.close()
             raise
         finally:
             theirs.close()
 
-    def _start(self, theirs: "socket", preload: str) -> None:
+    def _start(self, theirs: "socket", preload: str, base_env: "Mapping[str, str]") -> None:
         given = theirs.fileno()
         moved = os.dup(given) if given == SERVER_FD else given  # dup2(3, 3) keeps CLOEXEC
         devnull = os.open(os.devnull, os.O_WRONLY)
-        env = {**os.environ, "LD_PRELOAD": preload, FD_VARIABLE: str(SERVER_FD)}
+        env = {**base_env, "LD_PRELOAD": preload, FD_VARIABLE: str(SERVER_FD)}
         try:
             self.pid = spawn(
                 [self.compiler],

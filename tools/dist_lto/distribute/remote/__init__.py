@@ -17,8 +17,3 @@ docs/remote.md):
 Imported only with a remote service: grpcio and protobuf cost more to import than a
 local link's whole distribution of a small program.
 """
-
-import os
-
-# gRPC's C core logs a failed TLS handshake at INFO on stderr; our message says it once.
-os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
