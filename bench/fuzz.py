@@ -318,7 +318,7 @@ def _preload() -> None:
 
     for module, _ in cli.SUBCOMMANDS.values():
         __import__("dist_lto." + module)
-    for module in ("dist_lto.archive.reader", "dist_lto.distribute.result_cache"):
+    for module in ("dist_lto.archive.reader", "dist_lto.distribute.cache_key"):
         __import__(module)
 
 

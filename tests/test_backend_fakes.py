@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from dist_lto.backend import BackendFailed, run_backend
-from dist_lto.distribute.result_cache import compiler_identity
+from dist_lto.distribute.cache_key import compiler_identity
 from dist_lto.errors import BadInput
 from pytest_subprocess import FakeProcess
 from pytest_subprocess.fake_popen import FakePopen

@@ -16,15 +16,9 @@ from pathlib import Path
 
 import pytest
 from conftest import DtltoLink, Llvm, ThinIndex
-from dist_lto.distribute import result_cache
-from dist_lto.distribute.result_cache import (
-    KeyMaker,
-    ResultCache,
-    command_identity,
-    compiler_identity,
-    default_cache_dir,
-    parse_size,
-)
+from dist_lto.distribute import cache_key, result_cache
+from dist_lto.distribute.cache_key import KeyMaker, command_identity, compiler_identity
+from dist_lto.distribute.result_cache import ResultCache, default_cache_dir, parse_size
 from dist_lto.errors import BadInput
 from dist_lto.formats.jobfile import JobFile, parse_job_file, read_job_file
 from dist_lto.llvm.bitcode import read_index_records
@@ -289,7 +283,7 @@ def test_a_missing_input_gives_no_key(in_copy: JobFile) -> None:
 )  # fmt: skip
 def test_paths_in_arguments_become_placeholders(arg: str, expected: str) -> None:
     names = {"a.o": "<input:0>", "a.bc": "<input:1>", "x=y.prof": "<common-input:0>"}
-    assert result_cache._placeholder(arg, names) == expected
+    assert cache_key._placeholder(arg, names) == expected
 
 
 # ---------------------------------------------------------------------------------
@@ -313,7 +307,7 @@ def test_compiler_identity_covers_binary_and_llvm_libraries(
     own_clang: Path, tmp_path: Path, llvm: Llvm
 ) -> None:
     data = own_clang.read_bytes()
-    libraries = result_cache._llvm_libraries(str(own_clang), data)
+    libraries = cache_key._llvm_libraries(str(own_clang), data)
     names = sorted(os.path.basename(p).split(".so")[0] for p in libraries)
     assert names == ["libLLVM", "libclang-cpp"]
     cache = tmp_path / "cache"

@@ -14,7 +14,7 @@ import pytest
 from conftest import REPO, Llvm, run_cli
 from dist_lto import __version__
 from dist_lto.commands.cache import parse_age
-from dist_lto.distribute import result_cache
+from dist_lto.distribute import cache_key, result_cache
 
 CAPTURED = REPO / "examples" / "captured"
 OUTPUTS = ["out/opt/0.o", "out/archive-opt/0/objects/util.o", "out/archive-opt/1/0/text.o"]
@@ -138,7 +138,7 @@ def test_a_torn_usage_line_is_skipped_not_fatal(tmp_path: Path) -> None:
 
 
 def test_the_tools_version_is_part_of_every_result_cache_key() -> None:
-    assert result_cache.KEY_SCHEME.endswith(b"\0" + __version__.encode() + b"\0")
+    assert cache_key.KEY_SCHEME.endswith(b"\0" + __version__.encode() + b"\0")
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("90", 90), ("90m", 5400), ("12h", 43200),

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from conftest import Llvm, run_cli
 from dist_lto import cli
-from dist_lto.archive.reader import RegularArchive
 from dist_lto.archive import prepare as prepare_engine
+from dist_lto.archive.reader import RegularArchive
 from dist_lto.formats import jsonio
 
 ELF_HEAD = b"\x7fELF\x02\x01\x01\x00" + b"\x00" * 24

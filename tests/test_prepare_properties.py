@@ -27,7 +27,6 @@ from dist_lto.archive.ar_headers import (
     member_headers,
     read_thin_members,
 )
-from dist_lto.commands import prepare as prepare_command
 from dist_lto.archive.member_names import (
     UnsafeName,
     assign_paths,
@@ -36,6 +35,7 @@ from dist_lto.archive.member_names import (
     safe_path,
 )
 from dist_lto.archive.thin import _relative_prefix
+from dist_lto.commands import prepare as prepare_command
 from dist_lto.errors import BadInput
 from dist_lto.formats import jsonio
 from dist_lto.formats.manifest import manifest_bytes, manifest_document

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 from conftest import DtltoLink, run_cli
+from dist_lto.distribute.cache_key import command_identity
 from dist_lto.distribute.remote.cache_only import RemoteCache
 from dist_lto.distribute.remote.cas import digest_of
 from dist_lto.distribute.remote.protos import re_pb2
 from dist_lto.distribute.remote.results import key_action
 from dist_lto.distribute.remote.settings import settings_from_options
-from dist_lto.distribute.result_cache import command_identity
 from dist_lto.formats.jobfile import read_job_file
 from support import bazel_remote, buildbarn, workloads
 from support.pki import Pki

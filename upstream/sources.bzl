@@ -24,6 +24,7 @@ DIST_LTO_SOURCES = [
     "dist_lto/commands/prepare.py",
     "dist_lto/configuration.py",
     "dist_lto/distribute/__init__.py",
+    "dist_lto/distribute/cache_key.py",
     "dist_lto/distribute/jobserver.py",
     "dist_lto/distribute/remote/__init__.py",
     "dist_lto/distribute/remote/cache_only.py",

@@ -1,17 +1,6 @@
 """A result cache for backend jobs, shared by every link of a user and safe to race on.
 
-Key: SHA-256 over the version of dist-lto (its strict runner decides what a job's
-outputs are), the compiler's identity (its resolved path, `--version`, the hash of
-its binary, and the size and time of the LLVM libraries it loads; with a wrapper, that of
-the programs it is given too), the job's arguments
-with every input and output path replaced by a placeholder (`<input:0>`,
-`<output:0>`), and the contents of every input. An individual index names modules by
-path, and LLD's DTLTO names archive members after its process id, so an index is
-hashed in parts (`llvm/bitcode.py`, `read_index_records`): its module paths mapped to the
-same placeholders, its summary with every value named by its GUID
-(`llvm/summary.py`), the rest as written. Value: the job's outputs, as files.
-
-Layout under the cache directory (version 2):
+The key is `cache_key.py`'s. Layout under the cache directory (version 2):
 
     v2/entries/<2 hex>/<key>/<i>   output i of a job; the entry directory's mtime is
                                    its last use
@@ -39,22 +28,13 @@ import hashlib
 import json
 import os
 
-from dist_lto import __version__
 from dist_lto.backend import object_problem
-from dist_lto.errors import BadInput
-from dist_lto.formats.jobfile import Job, JobFile
 from dist_lto.formats.jsonio import loads
-from dist_lto.fsutil import remove_quietly, temp_path_for, write_atomic
-from dist_lto.llvm.bitcode import read_index_records
-from dist_lto.llvm.summary import canonical_summary
-from dist_lto.llvm.toolchain import which
+from dist_lto.fsutil import remove_quietly, temp_path_for
 
 LAYOUT = "v2"
 """v2: entries carry their outputs' sums (v1 entries had none and are never read)."""
 SUMS = "sums"
-KEY_SCHEME = b"dist-lto result cache 2\0" + __version__.encode() + b"\0"
-"""Changes whenever the key's composition changes, so old entries are never misread;
-with the tool's version, since what a job leaves at its outputs is our runner's doing."""
 USAGE = "usage"
 USAGE_COMPACT_AT = 64 << 10
 """A usage log this long is summed into one line by the next prune."""
@@ -80,184 +60,6 @@ def parse_size(text: str) -> int:
     if not number.isdigit() or not number.isascii():
         raise ValueError(f"not a size: {text!r} (use bytes or a K, M, G, T suffix)")
     return int(number) * _SIZE_SUFFIXES[suffix]
-
-
-# ---------------------------------------------------------------------------------
-# The key
-
-
-def _stat_id(path: str) -> list[object]:
-    st = os.stat(path)
-    return [path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
-
-
-def compiler_identity(compiler: str, cache_root: str) -> str:
-    """A hex digest that changes whenever `compiler` (or the LLVM libraries it loads) does.
-
-    Computing it reads the binary and runs `--version`; the result is remembered in the
-    cache with the stats of every file it covers, and recomputed when any of them
-    changes. BadInput if the compiler cannot be found or run.
-    """
-    found = which(compiler)
-    if found is None:
-        raise BadInput(f"{compiler}: compiler not found (common.args[0] of the job file)")
-    exe = os.path.realpath(found)
-    memo = os.path.join(
-        cache_root, LAYOUT, "compilers", hashlib.sha256(os.fsencode(exe)).hexdigest()[:32] + ".json"
-    )
-    try:
-        with open(memo, "rb") as f:
-            known = loads(f.read())
-        if all(_stat_id(str(entry[0])) == entry for entry in known["files"]):
-            return str(known["identity"])
-    except (OSError, ValueError, TypeError, KeyError, IndexError):
-        pass
-    with open(exe, "rb") as f:
-        binary = f.read()
-    libraries = _llvm_libraries(exe, binary)
-    files = [_stat_id(path) for path in (exe, *libraries)]
-    version = _version(exe)
-    digest = hashlib.sha256()
-    for part in (exe, version, hashlib.sha256(binary).hexdigest()):
-        digest.update(part.encode() + b"\0")
-    for path, size, mtime, *_ in files[1:]:
-        digest.update(f"{os.path.basename(str(path))}:{size}:{mtime}\0".encode())
-    identity = digest.hexdigest()
-    try:
-        os.makedirs(os.path.dirname(memo), exist_ok=True)
-        write_atomic(memo, json.dumps({"identity": identity, "files": files}).encode())
-    except OSError:
-        pass  # remembering is an optimisation
-    return identity
-
-
-def command_identity(args: list[str], cache_root: str) -> str:
-    """The identity of the programs that `args` (a job file's `common.args`) starts.
-
-    That is the compiler, `args[0]`, and, when it is a wrapper, the programs named
-    right after it up to the first option: LLD puts its
-    `--thinlto-remote-compiler-prepend-arg=` values there (`ccache /usr/bin/clang -c
-    ...`), and a compiler upgraded under an unchanged wrapper must change the key too.
-    """
-    parts = [compiler_identity(args[0], cache_root)]
-    for arg in args[1:]:
-        if arg.startswith("-"):
-            break
-        if which(arg) is not None:
-            parts.append(compiler_identity(arg, cache_root))
-    if len(parts) == 1:
-        return parts[0]
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
-
-
-def _llvm_libraries(exe: str, binary: bytes) -> list[str]:
-    """The libraries in the toolchain's `lib/` that the binary names (clang's code lives
-    in libclang-cpp and libLLVM, not in the small `clang` executable)."""
-    libdir = os.path.join(os.path.dirname(os.path.dirname(exe)), "lib")
-    try:
-        names = sorted(os.listdir(libdir))
-    except OSError:
-        return []
-    return [
-        os.path.realpath(os.path.join(libdir, name))
-        for name in names
-        if ".so" in name and b"\0" + os.fsencode(name) + b"\0" in binary
-    ]
-
-
-def _version(exe: str) -> str:
-    import subprocess  # only when the identity is not remembered yet
-
-    try:
-        done = subprocess.run([exe, "--version"], capture_output=True, timeout=60, check=False)
-    except (OSError, subprocess.SubprocessError) as err:
-        raise BadInput(f"{exe}: cannot run the compiler: {err}") from None
-    if done.returncode != 0:
-        raise BadInput(f"{exe}: `--version` exited with status {done.returncode}")
-    return done.stdout.decode(errors="replace")
-
-
-class KeyMaker:
-    """Cache keys for the jobs of one job file; each input's digest is computed once."""
-
-    def __init__(self, jobs: JobFile, compiler_id: str) -> None:
-        self.jobs = jobs
-        self.compiler_id = compiler_id
-        self._digests: dict[str, bytes] = {}
-
-    def key(self, job: Job) -> str | None:
-        """The job's key; None when an input cannot be read (clang will say why)."""
-        names: dict[str, str] = {}
-        for prefix, paths in (
-            ("output", job.outputs),
-            ("input", job.inputs),
-            ("common-input", self.jobs.inputs),
-        ):
-            for i, path in enumerate(paths):
-                names.setdefault(path, f"<{prefix}:{i}>")
-        h = hashlib.sha256(KEY_SCHEME)
-        h.update(self.compiler_id.encode() + b"\0")
-        args = self.jobs.args[1:] + job.args
-        h.update(b"%d\0" % len(args))
-        for arg in args:
-            h.update(_placeholder(arg, names).encode(errors="surrogateescape") + b"\0")
-        h.update(b"%d\0" % len(job.outputs))
-        try:
-            for i, path in enumerate(self.jobs.inputs):
-                h.update(b"c%d:" % i + self._digest(path))
-            for i, path in enumerate(job.inputs):
-                digest = self._index_digest(path, names) if i == 1 else self._digest(path)
-                h.update(b"j%d:" % i + digest)
-        except OSError:
-            return None
-        return h.hexdigest()
-
-    def _digest(self, path: str) -> bytes:
-        digest = self._digests.get(path)
-        if digest is None:
-            with open(path, "rb") as f:
-                digest = hashlib.file_digest(f, "sha256").digest()
-            self._digests[path] = digest
-        return digest
-
-    def _index_digest(self, path: str, names: dict[str, str]) -> bytes:
-        with open(path, "rb") as f:
-            data = f.read()
-        try:
-            index = read_index_records(data)
-        except ValueError:
-            return hashlib.sha256(b"raw\0" + data).digest()  # clang will reject it
-        modules = {}
-        for module_id, module_path, records in index.modules:
-            name = os.fsdecode(module_path)
-            modules[module_id] = f"{names.get(name, name)}\0{records}"
-        summary = canonical_summary(index.summary, modules) if index.summary is not None else None
-        h = hashlib.sha256(b"index\0")
-        if summary is None:  # as written: module ids and value numbering included
-            h.update(repr(sorted(modules.items())).encode(errors="surrogateescape"))
-            h.update(b"\0raw summary\0" + index.summary_bytes)
-        else:
-            h.update(repr(sorted(modules.values())).encode(errors="surrogateescape"))
-            h.update(b"\0summary\0" + summary)
-        h.update(b"\0other\0" + index.other)
-        return h.digest()
-
-
-def _placeholder(arg: str, names: dict[str, str]) -> str:
-    """`arg` with a path it is, or that follows an `=` in it, replaced by its placeholder."""
-    if arg in names:
-        return names[arg]
-    at = arg.find("=")
-    while at != -1:
-        name = names.get(arg[at + 1 :])
-        if name is not None:
-            return arg[: at + 1] + name
-        at = arg.find("=", at + 1)
-    return arg
-
-
-# ---------------------------------------------------------------------------------
-# The store
 
 
 class ResultCache:

@@ -23,10 +23,11 @@ from dist_lto.fsutil import remove_quietly
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
+    from dist_lto.distribute.cache_key import KeyMaker
     from dist_lto.distribute.jobserver import JobSlots
     from dist_lto.distribute.remote.cache_only import RemoteCache
     from dist_lto.distribute.remote.executor import RemoteExecutor
-    from dist_lto.distribute.result_cache import KeyMaker, ResultCache
+    from dist_lto.distribute.result_cache import ResultCache
     from dist_lto.distribute.trace import Trace
     from dist_lto.process.forkserver import ForkServer
 

@@ -18,10 +18,11 @@ from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.fsutil import remove_quietly
 
 if TYPE_CHECKING:
+    from dist_lto.distribute.cache_key import KeyMaker
     from dist_lto.distribute.jobserver import JobSlots
     from dist_lto.distribute.remote.cache_only import RemoteCache
     from dist_lto.distribute.reporting import Reporter
-    from dist_lto.distribute.result_cache import KeyMaker, ResultCache
+    from dist_lto.distribute.result_cache import ResultCache
     from dist_lto.distribute.settings import Settings
     from dist_lto.distribute.trace import Trace
     from dist_lto.formats.jobfile import JobFile
@@ -30,7 +31,8 @@ if TYPE_CHECKING:
 def _open_cache(
     files: JobFile, settings: Settings, reporter: Reporter
 ) -> tuple[ResultCache | None, KeyMaker | None]:
-    from dist_lto.distribute.result_cache import KeyMaker, ResultCache, command_identity
+    from dist_lto.distribute.cache_key import KeyMaker, command_identity
+    from dist_lto.distribute.result_cache import ResultCache
 
     if settings.cache_dir is None:
         return None, None
@@ -58,9 +60,9 @@ def _open_remote_cache(
     local one. A service that refuses our TLS settings or credentials, or is not a
     cache clients may write, fails the link: that is a configuration to fix. One that
     cannot be reached only warns, and the jobs compile here."""
+    from dist_lto.distribute.cache_key import command_identity
     from dist_lto.distribute.remote.cache_only import RemoteCache
     from dist_lto.distribute.remote.connection import RemoteFailed
-    from dist_lto.distribute.result_cache import command_identity
     from dist_lto.errors import EXIT_BAD_INPUT
 
     assert settings.remote is not None

@@ -3,7 +3,7 @@
 Jobs compile here; their results are shared through a REAPI service's action cache
 and CAS, so a team's machines (and CI) reuse each other's backends without a worker
 pool. A job is looked up under its result key (`results.py`), whose identity is the
-compiler's contents as the local result cache keys it (`result_cache.command_identity`),
+compiler's contents as the local result cache keys it (`cache_key.command_identity`),
 so only the same compiler's results are shared. A result found is checked like any
 remote result before it is used; a job compiled here has its outputs uploaded to the
 CAS and then its ActionResult filed, so the action cache never names a missing blob.

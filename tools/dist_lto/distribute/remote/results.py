@@ -5,7 +5,7 @@ A result is looked up by an action digest, checked exactly as a local backend's 
 ELF object fails, every blob is checked against its digest) and only then renamed into
 place, the object last, so nothing partial is ever left at an output. Results are also
 filed under a *result key*: a stand-in action, never executed, whose command names the
-job's spelling-free key (`result_cache.KeyMaker`) and the platform; its outputs are
+job's spelling-free key (`cache_key.KeyMaker`) and the platform; its outputs are
 named by position (`0`, `1`, ...), since LLD names the real ones after its process id.
 """
 
@@ -28,7 +28,7 @@ class RemoteResults:
     safe to use from many threads."""
 
     def __init__(self, files: JobFile, settings: RemoteSettings, identity: str) -> None:
-        from dist_lto.distribute.result_cache import KeyMaker
+        from dist_lto.distribute.cache_key import KeyMaker
 
         self.files = files
         self.settings = settings
