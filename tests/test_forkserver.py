@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import DtltoLink, Llvm
-from dist_lto.distribute.scheduler import WorkerCompiler
+from dist_lto.distribute.compilers import WorkerCompiler
 from dist_lto.formats.jobfile import read_job_file
 from dist_lto.process import forkserver
 from test_distribute_failures import captured, distribute, leftovers

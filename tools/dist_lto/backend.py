@@ -32,7 +32,7 @@ from dist_lto.fsutil import remove_quietly, temp_path_for
 from dist_lto.llvm.bitcode import module_has_hash, read_index_modules
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
 
     Runner = Callable[[list[str], Callable[[int], None] | None], tuple[int, bytes]]
 
@@ -303,7 +303,7 @@ def spawn(
     argv: list[str],
     env: "Mapping[str, str]",
     file_actions: list[tuple[int, ...]],
-    **options: object,
+    setsigmask: "Iterable[int]" = (),
 ) -> int:
     """Start `argv` (found on PATH unless it names a path) as a child with the signal
     dispositions it would get from `subprocess`; its pid. BadInput when it cannot run."""
@@ -311,7 +311,7 @@ def spawn(
     try:
         return start(
             argv[0], argv, env, file_actions=file_actions, setsigdef=_CHILD_DEFAULT_SIGNALS,
-            **options,
+            setsigmask=setsigmask,
         )  # fmt: skip
     except OSError as err:
         raise BadInput(f"{argv[0]}: cannot run: {err.strerror}") from None
@@ -336,10 +336,9 @@ def run_tool(
     # Until the pid is known a stop signal cannot be passed on: hold it back meanwhile (the
     # child starts with our usual mask), and take it once the child can be stopped.
     held = _signal.pthread_sigmask(_signal.SIG_BLOCK, _FORWARDED_SIGNALS) if previous else None
-    mask = {} if held is None else {"setsigmask": held}
     try:
         try:
-            pid = spawn(argv, env or os.environ, [(os.POSIX_SPAWN_DUP2, write_end, 2)], **mask)
+            pid = spawn(argv, env or os.environ, [(os.POSIX_SPAWN_DUP2, write_end, 2)], held or ())
         finally:
             os.close(write_end)
         try:

@@ -16,7 +16,11 @@ locates the table here and masks those slashes before libarchive reads it.
 Standard library only.
 """
 
+from dist_lto import TYPE_CHECKING
 from dist_lto.errors import BadInput
+
+if TYPE_CHECKING:
+    from mmap import mmap
 
 ARCH_MAGIC = b"!<arch>\n"
 THIN_MAGIC = b"!<thin>\n"
@@ -138,7 +142,7 @@ def _names_or_error(data: bytes, offset: int, table: bytes | None, path: str) ->
     return names
 
 
-def gnu_name_table(data: bytes | memoryview, path: str) -> tuple[int, int] | None:
+def gnu_name_table(data: "bytes | memoryview | mmap", path: str) -> tuple[int, int] | None:
     """Offset and size of the `//` name table's data in regular archive `data`, if it has one.
 
     GNU archives put it first or right after the symbol table. Anything unexpected

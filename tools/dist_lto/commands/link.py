@@ -3,7 +3,7 @@
 `dist-lto plan` writes, per link, what a build system schedules: one backend per loaded
 bitcode module and a final-link argument file (docs/plan.md). This command runs them:
 it turns the plans into the jobs of a DTLTO job file (module, index, imported modules,
-native object) and hands them to the distributor's scheduler (`distribute/session.py`
+native object) and hands them to the distributor's session (`distribute/session.py`
 `run_jobs`: biggest module first, the strict runner of `backend.py`, the result cache,
 fork servers, the jobserver, progress, summary and trace), then runs the final link,
 `COMMAND @final-link.args`, as the planner's index step ran `COMMAND`.

@@ -1,6 +1,6 @@
 """What `dist-lto distribute` tells the user, and how each job ended.
 
-A job's `Outcome` is a `Status` (what the scheduler counts) plus the worker that ran it
+A job's `Outcome` is a `Status` (what the pool counts) plus the worker that ran it
 remotely; `Reporter` turns outcomes into stderr lines: a progress line on a terminal,
 one line per job with `--verbose`, the compilers' warnings always, and one summary line
 per link where no progress line shows it (stderr not a terminal, or `--verbose`) unless

@@ -1,7 +1,8 @@
 """One distribution: every job of a job file run with the cache, remote service, fork
 servers, jobserver, private temporary directory and trace its settings ask for.
 
-`run_jobs` assembles those pieces around the scheduler (`scheduler.py`), runs it, and
+`run_jobs` assembles those pieces into the tiers a job's result comes from (`tiers.py`)
+and the pool of worker threads that runs the jobs (`pool.py`), runs it, and
 always cleans up, records cache use and prints the summary line, whether the jobs
 succeeded or not. `dist-lto distribute` runs it on the job file LLD wrote; `dist-lto
 link` on the jobs its plans describe.
@@ -11,9 +12,11 @@ from __future__ import annotations
 
 import _signal
 import os
+import threading
 
 from dist_lto import TYPE_CHECKING, backend
-from dist_lto.distribute.scheduler import Distribution
+from dist_lto.distribute.pool import Pool
+from dist_lto.distribute.tiers import Tiers
 from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.fsutil import remove_quietly
 
@@ -127,16 +130,16 @@ def _remove_linker_temporaries(files: JobFile, pid: int) -> None:
                 remove_quietly(path)
 
 
-def _report_damage(distribution: Distribution, reporter: Reporter) -> None:
+def _report_damage(tiers: Tiers, reporter: Reporter) -> None:
     """One warning for every damaged result this link refused (cache entries evicted,
     remote blobs that did not match their digests): each job ran again instead."""
-    damaged = list(distribution.cache.evicted) if distribution.cache is not None else []
-    damaged += distribution.remote_damage
+    damaged = list(tiers.cache.evicted) if tiers.cache is not None else []
+    damaged += tiers.remote_damage
     if not damaged:
         return
     where, problem = damaged[0]
     more = f" (and {len(damaged) - 1} more)" if len(damaged) > 1 else ""
-    with distribution.lock:
+    with tiers.lock:
         reporter.note(
             f"warning: {len(damaged)} damaged cached result{'s' if len(damaged) > 1 else ''}"
             f" not used, the jobs ran again: {where}: {problem}{more}"
@@ -178,7 +181,7 @@ def _job_slots(settings: Settings, reporter: Reporter) -> JobSlots | None:
 
 def run_jobs(
     files: JobFile, settings: Settings, reporter: Reporter, trace: Trace | None = None
-) -> Distribution:
+) -> Pool:
     """Run every job of `files` with the cache, fork servers, jobserver and trace the
     settings ask for; the first failure is raised (after the summary line). A `trace`
     given is filled and left to the caller to write; otherwise --trace is written here."""
@@ -190,7 +193,7 @@ def run_jobs(
     if not files.jobs:
         if own_trace:
             write_trace(trace, reporter)
-        return Distribution(files, 1, reporter)
+        return Pool(files, 1, reporter, Tiers(files, reporter, threading.Condition()))
     cache, keys = _open_cache(files, settings, reporter)
     remote = remote_cache = None
     if settings.remote is not None and not settings.remote.cache_only:
@@ -203,16 +206,17 @@ def run_jobs(
     slots = _job_slots(settings, reporter)
     private_tmp = _private_tmpdir()
     env = os.environ if private_tmp is None else {**os.environ, "TMPDIR": private_tmp}
-    distribution = Distribution(
-        files, settings.jobs, reporter, cache, keys, remote, preload, slots=slots, trace=trace,
-        remote_cache=remote_cache, env=env,
-    )  # fmt: skip
+    tiers = Tiers(files, reporter, threading.Condition(), cache, keys, remote, remote_cache)
+    distribution = Pool(
+        files, settings.jobs, reporter, tiers, preload, slots=slots, trace=trace, env=env
+    )
     if settings.verbose:
+        address = settings.remote.address if settings.remote is not None else ""
         reporter.note(
             f"{len(files.jobs)} jobs from {files.path}, {distribution.workers} at a"
             f" time, cache {settings.cache_dir or 'off'}"
-            + (f", remote {settings.remote.address}" if remote else "")
-            + (f", remote cache {settings.remote.address}" if remote_cache else "")
+            + (f", remote {address}" if remote else "")
+            + (f", remote cache {address}" if remote_cache else "")
             + (f", fork server {preload}" if preload else "")
             + (f", jobserver {slots.server.description}" if slots else "")
         )
@@ -237,17 +241,17 @@ def run_jobs(
             remote.close()
         if remote_cache is not None:
             remote_cache.close()
-        _report_damage(distribution, reporter)
+        _report_damage(tiers, reporter)
         if backend.gone_parent():
             _remove_linker_temporaries(files, backend.gone_parent())
         if private_tmp is not None:
             backend.remove_private_dir(private_tmp)
         if cache is not None:
-            cache.record_use(distribution.cached, distribution.misses, distribution.stored)
+            cache.record_use(distribution.cached, tiers.misses, tiers.stored)
         if own_trace:
             write_trace(trace, reporter)
         _summarise(files, distribution, reporter, failure)
-    if cache is not None and distribution.stored:
+    if cache is not None and tiers.stored:
         try:
             pruned = cache.prune()
         except OSError as err:
@@ -259,7 +263,7 @@ def run_jobs(
 
 
 def _summarise(
-    files: JobFile, distribution: Distribution, reporter: Reporter, failure: DistLtoError | None
+    files: JobFile, distribution: Pool, reporter: Reporter, failure: DistLtoError | None
 ) -> None:
     """The summary line: after the error (its command and the compiler's stderr) when
     the link failed, so that the error stays the first line."""

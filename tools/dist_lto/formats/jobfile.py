@@ -43,7 +43,7 @@ class _Frozen:
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return self._values() == other._values()  # type: ignore[attr-defined]
+        return self._values() == other._values()
 
     __hash__ = None  # type: ignore[assignment]
 

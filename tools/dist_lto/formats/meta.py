@@ -146,7 +146,7 @@ class _Parser:
             self.f.fail(f"{pointer}/index", f"duplicate {what} index {value} (also at {other})")
         return value
 
-    def object(self, item: dict[str, Any], pointer: str) -> ObjectInput:
+    def object_input(self, item: dict[str, Any], pointer: str) -> ObjectInput:
         self.f.only_keys(item, _OBJECT_KEYS, pointer)
         index = self.index(item, pointer, self.object_indices, "object")
         path = self.path(item, "path", pointer)
@@ -181,7 +181,7 @@ class _Parser:
         obj = self.f.expect(item, dict, pointer)
         kind = self.f.get(obj, "kind", str, pointer)
         if kind == "object":
-            return self.object(obj, pointer)
+            return self.object_input(obj, pointer)
         if kind == "archive":
             return self.archive(obj, pointer)
         if kind == "args":
@@ -306,7 +306,10 @@ def _fast_meta(doc: object, file: str) -> Meta | None:
                 objects.append(index)
                 inputs.append(path)
                 outputs += (index_output, plan_output, opt_output)
-                items.append(ObjectInput(index, *fields, f"/groups/{gi}/linkables/{li}"))
+                items.append(
+                    ObjectInput(index, path, index_output, plan_output, opt_output,
+                                f"/groups/{gi}/linkables/{li}")
+                )  # fmt: skip
             elif kind == "archive":
                 if not _ARCHIVE_REQUIRED <= item.keys() <= _ARCHIVE_KEYS:
                     return None
@@ -318,7 +321,10 @@ def _fast_meta(doc: object, file: str) -> Meta | None:
                 archives.append(index)
                 manifests.append(manifest)
                 outputs += (plan_output, index_out, opt_dir)
-                items.append(ArchiveInput(index, *fields, whole, f"/groups/{gi}/linkables/{li}"))
+                items.append(
+                    ArchiveInput(index, manifest, plan_output, index_out, opt_dir, whole,
+                                 f"/groups/{gi}/linkables/{li}")
+                )  # fmt: skip
             elif kind == "args":
                 args = item["args"] if item.keys() == _ARGS_KEYS else None
                 if type(args) is not list:

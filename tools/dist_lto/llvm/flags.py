@@ -528,8 +528,8 @@ def read_args_file(path: str) -> list[str]:
     try:
         text = data.decode()
     except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
-        raise BadInput(f"{path}: line {line}: not UTF-8") from None
+        bad_line = data[: err.start].count(b"\n") + 1
+        raise BadInput(f"{path}: line {bad_line}: not UTF-8") from None
     if not text:
         return []
     lines = text[:-1].split("\n") if text.endswith("\n") else text.split("\n")

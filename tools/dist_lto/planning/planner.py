@@ -518,6 +518,23 @@ def _checked(meta_path: str, command: list[str], *, replay: bool, large: bool) -
     return planner
 
 
+def _share_part(
+    planner: Planner, modules: dict[int, Module], share: list[ObjectInput]
+) -> parts.Part:
+    """One worker's share of the objects: their imports read, their plans written."""
+
+    def read() -> None:
+        planner.read_imports(modules[o.index] for o in share)
+
+    def write() -> None:
+        planner.write_objects(share)
+
+    def outputs() -> list[str]:
+        return planner.object_outputs(share)
+
+    return parts.Part(read=read, write=write, outputs=outputs)
+
+
 def _write_plans(planner: Planner, command: list[str], jobs: int) -> None:
     raw_linker = bool(command) and index_step.is_raw_linker(command)
     objects = planner.objects
@@ -530,14 +547,7 @@ def _write_plans(planner: Planner, command: list[str], jobs: int) -> None:
         ]
         modules = planner.object_modules
         parts.run(
-            [
-                parts.Part(
-                    read=lambda share=share: planner.read_imports(modules[o.index] for o in share),
-                    write=lambda share=share: planner.write_objects(share),
-                    outputs=lambda share=share: planner.object_outputs(share),
-                )
-                for share in shares
-            ],
+            [_share_part(planner, modules, share) for share in shares],
             read_shared=lambda: planner.read_imports(planner.member_modules()),
             write_shared=planner.move_index_files,
         )

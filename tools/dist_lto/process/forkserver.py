@@ -126,7 +126,7 @@ class ForkServer:
 
         self.compiler = compiler
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.sock: socket = ours
+        self.sock = ours
         self.pid = 0
         try:
             self._start(theirs, preload, os.environ if env is None else env)

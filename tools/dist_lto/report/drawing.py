@@ -157,24 +157,26 @@ def neighbourhood_svg(link: Link, around: Neighbourhood) -> str:
         x = 20 + x_index * _COLUMN_WIDTH
         out.append(f'<text x="{x}" y="30" font-weight="bold">{escape(heading)}</text>')
         if hidden[column]:
-            y = 60 + COLUMN_LIMIT * _ROW_HEIGHT
-            out.append(f'<text x="{x + 10}" y="{y}" fill="#555">… {hidden[column]} more</text>')
+            more_y = 60 + COLUMN_LIMIT * _ROW_HEIGHT
+            out.append(
+                f'<text x="{x + 10}" y="{more_y}" fill="#555">… {hidden[column]} more</text>'
+            )
     for a, b in around.edges:
         if a in shown and b in shown:
-            (x1, y1), (x2, y2) = shown[a], shown[b]
-            x1 += _COLUMN_WIDTH - 40
+            (left, y1), (x2, y2) = shown[a], shown[b]
+            x1 = left + _COLUMN_WIDTH - 40
             mid = (x1 + x2) / 2
             out.append(
                 f'<path d="M{x1:.0f},{y1 - 4:.0f} C{mid:.0f},{y1 - 4:.0f} {mid:.0f},{y2 - 4:.0f}'
                 f' {x2 - 2:.0f},{y2 - 4:.0f}" fill="none" stroke="#999" stroke-opacity="0.7"'
                 ' marker-end="url(#arrow)"/>'
             )
-    for key, (x, y) in shown.items():
+    for key, (box_x, y) in shown.items():
         m = link.modules[key]
         weight = ' font-weight="bold"' if key == around.focus else ""
         out.append(
-            f'<circle cx="{x + 4}" cy="{y - 4}" r="4" fill="{_colour(key)}"/>'
-            f'<text x="{x + 12}" y="{y}"{weight}><title>{escape(f"{m.name} ({m.label})")}'
+            f'<circle cx="{box_x + 4}" cy="{y - 4}" r="4" fill="{_colour(key)}"/>'
+            f'<text x="{box_x + 12}" y="{y}"{weight}><title>{escape(f"{m.name} ({m.label})")}'
             f"</title>{escape(_short(m.name))}</text>"
         )
     out.append("</svg>")

@@ -98,10 +98,10 @@ def load(meta_path: str) -> Link:
         )
     archives: dict[int, tuple[str, Counter[str]]] = {}
     for a in meta.archives():
-        plan = read_archive_plan(a.plan_output)
+        archive_plan = read_archive_plan(a.plan_output)
         sizes = {m.position: m.size for m in read_manifest(a.manifest).members}
         counts: Counter[str] = Counter()
-        for m in plan["members"]:
+        for m in archive_plan["members"]:
             state = "opt" if m["opt"] else "unused" if m["is_bitcode"] else "native"
             counts[state] += 1
             modules[(a.index, m["position"])] = Module(

@@ -34,6 +34,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 
+from dist_lto import TYPE_CHECKING
 from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.formats import jsonio
 from dist_lto.formats.manifest import manifest_bytes
@@ -43,6 +44,10 @@ from dist_lto.llvm.index_step import is_bitcode_file, is_raw_linker
 from dist_lto.planning import planner as ours
 from dist_lto.upstream.layout import manifest_for, objects_dir_for, opt_objects_dir_for
 from dist_lto.whole_files import WholeWriter
+
+if TYPE_CHECKING:
+    from dist_lto.formats.manifest import Entry
+    from dist_lto.formats.plans import ArchivePlan, MemberPlan, ObjectPlan
 
 _META_LINES = 7
 _INDEX_SUFFIX = ".thinlto.bc"
@@ -112,7 +117,7 @@ class LazyGroup:
 
     def write_manifest(self) -> None:
         base = posixpath.dirname(self.manifest)
-        members = []
+        members: list[Entry] = []
         for position, obj in enumerate(self.objects):
             rel = posixpath.relpath(obj.path, base)
             if posixpath.normpath(posixpath.join(base, rel)) != obj.path:
@@ -365,7 +370,7 @@ class ImportMap:
                 imports.objects[(g.index, position)] = obj.index
         return imports
 
-    def translate(self, plan: dict) -> dict:
+    def translate(self, plan: ObjectPlan | MemberPlan) -> dict:
         """`imports` and `archive_imports` of upstream's plan for one of ours."""
         objects, archives = plan["imports"], plan["archive_imports"]
         if self.groups:
@@ -375,7 +380,7 @@ class ImportMap:
         return {"archive_imports": archives, "imports": objects}
 
 
-def upstream_object_plan(plan: dict, imports: ImportMap) -> dict:
+def upstream_object_plan(plan: ObjectPlan, imports: ImportMap) -> dict:
     """Upstream's plan of an object, from our object plan."""
     if not plan["is_bitcode"]:
         return {"is_bc": False}
@@ -388,7 +393,7 @@ def upstream_object_plan(plan: dict, imports: ImportMap) -> dict:
     }
 
 
-def lazy_member_plan(member: dict, obj: UpstreamObject, imports: ImportMap) -> dict:
+def lazy_member_plan(member: MemberPlan, obj: UpstreamObject, imports: ImportMap) -> dict:
     """Upstream's plan of an object of a `LazyGroup`, from our plan of the member: a
     backend runs only when the link loaded it, and reads the index at upstream's path."""
     if not member["opt"]:
@@ -402,7 +407,7 @@ def lazy_member_plan(member: dict, obj: UpstreamObject, imports: ImportMap) -> d
     }
 
 
-def upstream_archive_plan(plan: dict, objects_dir: str, imports: ImportMap) -> dict:
+def upstream_archive_plan(plan: ArchivePlan, objects_dir: str, imports: ImportMap) -> dict:
     """Upstream's archive plan: members it must optimise (`is_bc`) and the rest, which it
     copies. `base_dir` is the objects directory, so each member's name below it is its
     name below the optimised-objects directory too (whether upstream copies that whole
@@ -413,7 +418,7 @@ def upstream_archive_plan(plan: dict, objects_dir: str, imports: ImportMap) -> d
             entries.append(
                 {
                     **imports.translate(member),
-                    "bitcode_file": posixpath.join(plan["index_dir"], member["index_file"]),
+                    "bitcode_file": posixpath.join(plan["index_dir"], member["index_file"] or ""),
                     "is_bc": True,
                     "path": member["input"],
                 }
@@ -533,12 +538,12 @@ def write_plans(
                 _write_unread_index(obj)
             writer.write(obj.plan_output, jsonio.dumps(upstream_object_plan(plan, imports)))
         for index, archive in planner.archives.items():
-            plan = planner.archive_plan(archive)
+            archive_plan = planner.archive_plan(archive)
             group = lazy_groups.get(index)
             if group is None:
-                substitutes.update(_write_archive_plan(up.archives[index], plan, imports))
+                substitutes.update(_write_archive_plan(up.archives[index], archive_plan, imports))
                 continue
-            for member in plan["members"]:
+            for member in archive_plan["members"]:
                 obj = group.objects[member["position"]]
                 if member["opt"]:
                     move(posixpath.join(group.index_dir, member["index_file"] or ""),
@@ -553,8 +558,8 @@ def write_plans(
                 writer.write(obj.plan_output, jsonio.dumps(lazy_member_plan(member, obj, imports)))
     finally:
         writer.close()
-    final = final_link_args(planner.final_line(raw_linker), cmd.tail, substitutes)
-    write_atomic(opts.final_link_index, response_file(final))
+    final_args = final_link_args(planner.final_line(raw_linker), cmd.tail, substitutes)
+    write_atomic(opts.final_link_index, response_file(final_args))
     os.makedirs(opts.index, exist_ok=True)
     write_atomic(
         posixpath.join(opts.index, "index"),
@@ -571,7 +576,9 @@ def write_plans(
     )
 
 
-def _write_archive_plan(archive: UpstreamArchive, plan: dict, imports: ImportMap) -> dict[str, str]:
+def _write_archive_plan(
+    archive: UpstreamArchive, plan: ArchivePlan, imports: ImportMap
+) -> dict[str, str]:
     """Write upstream's plan of a prepared archive; return where upstream binds its
     native members (in the optimised-objects directory), by our final line's paths."""
     objects_dir = objects_dir_for(archive.plan_output)

@@ -7,6 +7,7 @@ recorded). Blobs go up in batches when small and through ByteStream when not; th
 for downloads. Digests are SHA-256, computed once per file per distribution.
 """
 
+import functools
 import hashlib
 import os
 import threading
@@ -221,8 +222,11 @@ class Store:
             )  # fmt: skip
             response = self.connection.call(
                 "FindMissingBlobs",
-                lambda r=request: self.connection.cas.FindMissingBlobs(
-                    r, metadata=self.connection.metadata(action_id), timeout=60
+                functools.partial(
+                    self.connection.cas.FindMissingBlobs,
+                    request,
+                    metadata=self.connection.metadata(action_id),
+                    timeout=60,
                 ),
             )
             missing.extend(key(d) for d in response.missing_blob_digests)
