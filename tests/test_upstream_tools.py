@@ -17,6 +17,7 @@ from conftest import REPO, Llvm, ThinIndex, run_cli
 from dist_lto.errors import BadInput
 from dist_lto.formats.manifest import read_manifest
 from dist_lto.llvm.toolchain import tool
+from dist_lto.upstream import formats as upstream_formats
 from dist_lto.upstream import opt as upstream_opt
 from dist_lto.upstream import plan as upstream_plan
 from hypothesis import given, settings
@@ -86,7 +87,7 @@ def test_index_command_loses_the_real_output_and_patched_lld_flags() -> None:
                "-Wl,--thinlto-index-only=out/idx/index", "-Wl,--thinlto-emit-imports-files",
                "-Wl,--thinlto-full-index", "-Wl,--thinlto-prefix-replace=;out/idx/",
                "-lm"]  # fmt: skip
-    split = upstream_plan.split_index_command(command)
+    split = upstream_formats.split_index_command(command)
     assert split.head == ["clang++", "-fuse-ld=lld"]
     assert split.argsfile == "out/app.thinlto_index_argsfile"
     assert split.tail == ["-lm"]
@@ -96,7 +97,7 @@ def test_upstream_meta_with_a_torn_entry_is_bad_input(tmp_path: Path) -> None:
     meta = tmp_path / "app.thinlto.meta"
     meta.write_text("a.o\na.o.thinlto.bc\na.o.opt.plan\n0\n\n\n")
     with pytest.raises(BadInput, match="not a multiple of 7"):
-        upstream_plan.read_upstream_meta(str(meta))
+        upstream_formats.read_upstream_meta(str(meta))
 
 
 @pytest.mark.parametrize("end", ["\n", "\n\n"])
@@ -110,15 +111,15 @@ def test_upstream_meta_ending_with_an_object_keeps_its_empty_fields(
     entries = ["m/a.o", "", "", "1", "liba.a", "a/plan.json", "a/indexes",
                "main.o", "main.o.thinlto.bc", "main.o.opt.plan", "0", "", "", ""]  # fmt: skip
     meta.write_text("\n".join(entries) + end)
-    up = upstream_plan.read_upstream_meta(str(meta))
+    up = upstream_formats.read_upstream_meta(str(meta))
     assert list(up.objects) == ["main.o"]
     assert up.member_archive == {"m/a.o": 1}
 
 
 def test_archive_members_become_one_archive_of_our_meta() -> None:
-    up = upstream_plan.UpstreamMeta({}, {}, {})
-    up.objects["main.o"] = upstream_plan.UpstreamObject("main.o", 0, "x/main.o.thinlto.bc", "p")
-    archive = upstream_plan.UpstreamArchive(1, "prep/lib/plan.json", "prep/lib/indexes")
+    up = upstream_formats.UpstreamMeta({}, {}, {})
+    up.objects["main.o"] = upstream_formats.UpstreamObject("main.o", 0, "x/main.o.thinlto.bc", "p")
+    archive = upstream_formats.UpstreamArchive(1, "prep/lib/plan.json", "prep/lib/indexes")
     archive.members = ["prep/lib/objects/m/a.o", "prep/lib/objects/m/b.o"]
     up.archives[1] = archive
     up.member_archive = {m: 1 for m in archive.members}
@@ -138,9 +139,9 @@ def test_archive_members_become_one_archive_of_our_meta() -> None:
 
 def test_objects_between_start_lib_and_end_lib_become_an_archive_of_their_own() -> None:
     """A `cxx_library(use_archive = False)`: its objects are lazy, like members."""
-    up = upstream_plan.UpstreamMeta({}, {}, {})
+    up = upstream_formats.UpstreamMeta({}, {}, {})
     for i, path in enumerate(["main.o", "lib/a.o", "lib/b.o", "/abs/c.o"]):
-        up.objects[path] = upstream_plan.UpstreamObject(path, i, f"x/{i}.thinlto.bc", f"p{i}")
+        up.objects[path] = upstream_formats.UpstreamObject(path, i, f"x/{i}.thinlto.bc", f"p{i}")
     line = ["main.o", "-Wl,--start-lib", "lib/a.o", "lib/b.o", "-Wl,--end-lib", "--start-lib",
             "/abs/c.o", "--end-lib", "-Wl,--start-lib", "-lm", "-Wl,--end-lib"]  # fmt: skip
     meta, lazy = upstream_plan.our_meta(up, line, [], "scratch", ("rel", "/abs"))
@@ -165,7 +166,7 @@ def test_a_lazy_groups_manifest_spells_each_object_as_the_index_step_does(
     (tmp_path / "x.c").write_text("int x(void){return 4;}")
     subprocess.run([llvm.clang, "-flto=thin", "-c", "x.c", "-o", "out/lib/x.o"], check=True)
     subprocess.run([llvm.clang, "-c", "x.c", "-o", "out/lib/native.o"], check=True)
-    objects = [upstream_plan.UpstreamObject(p, i, f"{p}.bc", f"{p}.plan")
+    objects = [upstream_formats.UpstreamObject(p, i, f"{p}.bc", f"{p}.plan")
                for i, p in enumerate(["out/lib/x.o", "out/lib/native.o"])]  # fmt: skip
     relative, _ = upstream_plan.lazy_manifest_dirs(str(tmp_path / "scratch"), "out/idx")
     assert relative == "scratch/lazy-objects"
@@ -182,7 +183,7 @@ def test_a_lazy_object_spelled_other_than_normalised_is_one_line_of_bad_input(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    obj = upstream_plan.UpstreamObject("out/./x.o", 0, "x.bc", "x.plan")
+    obj = upstream_formats.UpstreamObject("out/./x.o", 0, "x.bc", "x.plan")
     group = upstream_plan.LazyGroup(1, [obj], "scratch/0/manifest.json", "i", "o")
     with pytest.raises(BadInput, match=re.escape("'out/./x.o' between --start-lib and")):
         group.write_manifest()
@@ -228,11 +229,11 @@ def test_any_index_line_gives_each_object_one_place_or_bad_input(
     group (only between --start-lib and --end-lib), or the line is refused as bad input;
     lazy groups get archive indices of their own."""
     line, has_archive = drawn
-    up = upstream_plan.UpstreamMeta({}, {}, {})
+    up = upstream_formats.UpstreamMeta({}, {}, {})
     for i, path in enumerate(_OBJECTS):
-        up.objects[path] = upstream_plan.UpstreamObject(path, i, f"{path}.bc", f"{path}.plan")
+        up.objects[path] = upstream_formats.UpstreamObject(path, i, f"{path}.bc", f"{path}.plan")
     if has_archive:
-        up.archives[7] = upstream_plan.UpstreamArchive(7, "prep/plan.json", "idx", _MEMBERS)
+        up.archives[7] = upstream_formats.UpstreamArchive(7, "prep/plan.json", "idx", _MEMBERS)
         up.member_archive = dict.fromkeys(_MEMBERS, 7)
     try:
         meta, lazy = upstream_plan.our_meta(up, line, [], "scratch", ("rel", "/abs"))
@@ -253,8 +254,8 @@ def test_any_index_line_gives_each_object_one_place_or_bad_input(
 
 
 def test_lazy_object_members_import_as_objects_to_upstream() -> None:
-    group = upstream_plan.LazyGroup(7, [upstream_plan.UpstreamObject("a.o", 3, "a.bc", "a.p"),
-                                        upstream_plan.UpstreamObject("b.o", 5, "b.bc", "b.p")],
+    group = upstream_plan.LazyGroup(7, [upstream_formats.UpstreamObject("a.o", 3, "a.bc", "a.p"),
+                                        upstream_formats.UpstreamObject("b.o", 5, "b.bc", "b.p")],
                                     "m", "i", "o")  # fmt: skip
     imports = upstream_plan.ImportMap.of([group])
     plan = {"imports": [1], "archive_imports": [2, 7], "member_imports": [[2, 0], [7, 1]]}
@@ -324,3 +325,25 @@ def test_thin_archive_with_a_missing_member_is_one_line_of_bad_input(
     assert len(result.stderr.strip().splitlines()) == 1
     assert "x.o" in result.stderr
     assert not (tmp_path / "p" / "manifest.json").exists()
+
+
+def test_upstream_plan_errors_name_the_users_meta_file_and_its_line(
+    llvm: Llvm, tmp_path: Path
+) -> None:
+    """The planner reads upstream's meta translated in memory: a problem with an input
+    names upstream's file and the input's line there, never a file of ours."""
+    (tmp_path / "main.c").write_text("int main(void){return 0;}")
+    (tmp_path / "shoüt.c").write_text("int shout(void){return 1;}")
+    for name in ("main", "shoüt"):
+        subprocess.run([llvm.clang, "-flto=thin", "-O2", "-c", f"{name}.c"], cwd=tmp_path,
+                       check=True)  # fmt: skip
+    entries = ["main.o", "out/main.o.thinlto.bc", "out/main.plan", "0", "", "", "",
+               "shoüt.o", "out/shoüt.o.thinlto.bc", "out/shoüt.plan", "1", "", "", ""]  # fmt: skip
+    (tmp_path / "up.meta").write_text("\n".join(entries) + "\n\n")
+    (tmp_path / "x.thinlto_index_argsfile").write_text("main.o\nshoüt.o\n")
+    result = run_cli(["upstream", "plan", "--meta", "up.meta", "--index", "idx", "--link-plan",
+                      "lp.json", "--final-link-index", "fli", "--", llvm.clang, "-fuse-ld=lld",
+                      "@x.thinlto_index_argsfile", "-o", "prog"], cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.startswith("dist-lto upstream: error: up.meta: line 8 (object 1):")
+    assert "not ASCII" in result.stderr and len(result.stderr.splitlines()) == 1

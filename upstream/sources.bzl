@@ -73,6 +73,7 @@ DIST_LTO_SOURCES = [
     "dist_lto/report/text.py",
     "dist_lto/upstream/__init__.py",
     "dist_lto/upstream/copy_member.py",
+    "dist_lto/upstream/formats.py",
     "dist_lto/upstream/layout.py",
     "dist_lto/upstream/opt.py",
     "dist_lto/upstream/plan.py",

@@ -473,7 +473,7 @@ def plan(meta_path: str, command: list[str], *, replay: bool, jobs: int = 0) -> 
         raise write_failure(err) from None
 
 
-def indexed(meta_path: str, command: list[str]) -> Planner:
+def indexed(meta: Meta, command: list[str]) -> Planner:
     """Everything `plan` does before it writes a plan, in this process: the meta read
     and checked, the index step run, its outputs checked, every `.imports` read, index
     files in place. For a caller that writes the plans in formats of its own (the
@@ -481,7 +481,7 @@ def indexed(meta_path: str, command: list[str]) -> Planner:
     `link_plan`; it writes the empty index files of objects the link did not load."""
     try:
         with _collector_paused():
-            planner = _checked(meta_path, command, replay=False, large=False)
+            planner = _checked(meta, command, replay=False, large=False)
             planner.read_imports(planner.modules.values())
             planner.move_index_files()
     except OSError as err:
@@ -490,14 +490,13 @@ def indexed(meta_path: str, command: list[str]) -> Planner:
 
 
 def _plan(meta_path: str, command: list[str], *, replay: bool, jobs: int) -> None:
-    planner = _checked(meta_path, command, replay=replay, large=jobs != 1)
+    planner = _checked(read_meta(meta_path), command, replay=replay, large=jobs != 1)
     _write_plans(planner, command, jobs)
 
 
-def _checked(meta_path: str, command: list[str], *, replay: bool, large: bool) -> Planner:
+def _checked(meta: Meta, command: list[str], *, replay: bool, large: bool) -> Planner:
     """A planner whose index step has run (or, replaying, had run) and been checked.
     `large`: for a large link, prefetch the `.imports` while checking."""
-    meta = read_meta(meta_path)
     prefetch: index_step.ImportsPrefetch | None = None
     large = large and len(meta.objects()) >= PARALLEL_MIN_OBJECTS
     list_file = posixpath.join(meta.index_dir, index_step.LIST_NAME)

@@ -28,6 +28,7 @@ toolchain that `requires_objects`) are planned as one: see `LazyGroup`.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import posixpath
 import shutil
@@ -35,62 +36,28 @@ import tempfile
 from dataclasses import dataclass, field
 
 from dist_lto import TYPE_CHECKING
-from dist_lto.errors import BadInput, DistLtoError
-from dist_lto.formats import jsonio
+from dist_lto.errors import BadInput
 from dist_lto.formats.manifest import manifest_bytes
-from dist_lto.formats.response_file import response_file
+from dist_lto.formats.meta import ArchiveInput, Group, Linkable, Meta, ObjectInput, parse_meta
 from dist_lto.fsutil import move, write_atomic
 from dist_lto.llvm.index_step import is_bitcode_file, is_raw_linker
 from dist_lto.planning import planner as ours
+from dist_lto.upstream import formats
+from dist_lto.upstream.formats import (
+    IndexCommand,
+    UpstreamArchive,
+    UpstreamMeta,
+    UpstreamObject,
+    read_argsfile,
+    read_upstream_meta,
+    split_index_command,
+)
 from dist_lto.upstream.layout import manifest_for, objects_dir_for, opt_objects_dir_for
 from dist_lto.whole_files import WholeWriter
 
 if TYPE_CHECKING:
     from dist_lto.formats.manifest import Entry
     from dist_lto.formats.plans import ArchivePlan, MemberPlan, ObjectPlan
-
-_META_LINES = 7
-_INDEX_SUFFIX = ".thinlto.bc"
-_OPT_SUFFIX = ".opt.o"
-_ARGSFILE_SUFFIX = "thinlto_index_argsfile"
-_START_LIB = ("-Wl,--start-lib", "--start-lib")
-_END_LIB = ("-Wl,--end-lib", "--end-lib")
-_INDEX_FLAGS = ("--thinlto-index-only", "--thinlto-emit-imports-files", "--thinlto-full-index",
-                "--thinlto-prefix-replace")  # fmt: skip
-"""Upstream's index-step flags; `dist-lto plan` adds its own."""
-
-
-@dataclass
-class UpstreamObject:
-    """A bitcode-object entry of upstream's meta."""
-
-    path: str
-    index: int
-    index_output: str
-    plan_output: str
-
-    @property
-    def opt_output(self) -> str:
-        """Where upstream's Starlark binds this object's optimised object."""
-        return self.index_output.removesuffix(_INDEX_SUFFIX) + _OPT_SUFFIX
-
-
-@dataclass
-class UpstreamArchive:
-    """An archive of upstream's meta, with its members in manifest order."""
-
-    index: int
-    plan_output: str
-    index_dir: str
-    members: list[str] = field(default_factory=list)
-
-
-@dataclass
-class UpstreamMeta:
-    objects: dict[str, UpstreamObject]
-    archives: dict[int, UpstreamArchive]
-    member_archive: dict[str, int]
-    """Member path -> archive index."""
 
 
 @dataclass
@@ -142,92 +109,14 @@ class LazyGroup:
         write_atomic(self.manifest, manifest_bytes(f"lazy-objects-{self.index}", True, members))
 
 
-def read_upstream_meta(path: str) -> UpstreamMeta:
-    """Upstream's meta file: 7 lines per input (path, index output, plan output, index,
-    archive name, archive plan, archive index directory), then an empty line."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().split("\n")
-    except (OSError, UnicodeDecodeError) as err:
-        raise BadInput(f"{path}: cannot read upstream meta file: {err}") from None
-    if lines and lines[-1] == "":
-        lines.pop()  # the last line's newline
-    if len(lines) % _META_LINES == 1 and lines[-1] == "":
-        lines.pop()  # upstream's terminating empty line (an object's own fields end empty)
-    if len(lines) % _META_LINES:
-        raise BadInput(f"{path}: {len(lines)} lines, not a multiple of {_META_LINES}")
-    meta = UpstreamMeta({}, {}, {})
-    for at in range(0, len(lines), _META_LINES):
-        obj, index_out, plan_out, idx, _name, archive_plan, archive_dir = lines[at : at + 7]
-        try:
-            index = int(idx)
-        except ValueError:
-            raise BadInput(f"{path}: line {at + 4}: index {idx!r} is not a number") from None
-        if not obj:
-            raise BadInput(f"{path}: line {at + 1}: empty object path")
-        if index_out:
-            meta.objects[obj] = UpstreamObject(obj, index, index_out, plan_out)
-        else:
-            archive = meta.archives.setdefault(
-                index, UpstreamArchive(index, archive_plan, archive_dir)
-            )
-            archive.members.append(obj)
-            meta.member_archive[obj] = index
-    return meta
-
-
-@dataclass
-class IndexCommand:
-    """Upstream's index command, taken apart."""
-
-    head: list[str]
-    """The linker driver and the toolchain's flags (before ARGSFILE)."""
-    argsfile: str
-    tail: list[str]
-    """The toolchain's post-linker flags (after upstream's own index flags)."""
-
-
-def split_index_command(command: list[str]) -> IndexCommand:
-    at = [i for i, a in enumerate(command) if a.startswith("@") and a.endswith(_ARGSFILE_SUFFIX)]
-    if len(at) != 1:
-        raise BadInput(
-            f"the index command has {len(at)} @...{_ARGSFILE_SUFFIX} arguments, expected one"
-        )
-    head, rest = command[: at[0]], command[at[0] + 1 :]
-    tail: list[str] = []
-    i = 0
-    while i < len(rest):
-        arg = rest[i]
-        i += 1
-        if arg == "-o":
-            i += 1  # the real output: never given to the index step
-        elif arg.removeprefix("-Wl,").startswith(_INDEX_FLAGS):
-            continue
-        else:
-            tail.append(arg)
-    if not head:
-        raise BadInput("the index command has no linker before its argument file")
-    return IndexCommand(head, command[at[0]][1:], tail)
-
-
-def read_argsfile(path: str) -> list[str]:
-    """Buck2's argument file: one argument per line, as written."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as err:
-        raise BadInput(f"{path}: cannot read the index argument file: {err}") from None
-    return [line for line in text.split("\n") if line]
-
-
 def lazy_objects_at(up: UpstreamMeta, line: list[str], i: int) -> int:
     """How many meta objects `line[i]` opens as a `--start-lib` group (0: none)."""
-    if line[i] not in _START_LIB:
+    if line[i] not in formats.START_LIB:
         return 0
     end = i + 1
     while end < len(line) and line[end] in up.objects:
         end += 1
-    if end == i + 1 or end == len(line) or line[end] not in _END_LIB:
+    if end == i + 1 or end == len(line) or line[end] not in formats.END_LIB:
         return 0
     return end - i - 1
 
@@ -258,7 +147,7 @@ def our_meta(
     i = 0
     while i < len(line):
         arg = line[i]
-        lazy = arg in _START_LIB and i + 1 < len(line) and line[i + 1] in up.member_archive
+        lazy = arg in formats.START_LIB and i + 1 < len(line) and line[i + 1] in up.member_archive
         first = line[i + 1] if lazy else arg
         if first in up.member_archive:
             archive = up.archives[up.member_archive[first]]
@@ -273,7 +162,7 @@ def our_meta(
                 )
             i = start + count
             if lazy:
-                if i >= len(line) or line[i] not in _END_LIB:
+                if i >= len(line) or line[i] not in formats.END_LIB:
                     raise BadInput(f"archive {archive.index}: --start-lib without --end-lib")
                 i += 1
             flush()
@@ -380,64 +269,48 @@ class ImportMap:
         return {"archive_imports": archives, "imports": objects}
 
 
-def upstream_object_plan(plan: ObjectPlan, imports: ImportMap) -> dict:
+def upstream_object_plan(plan: ObjectPlan, imports: ImportMap) -> bytes:
     """Upstream's plan of an object, from our object plan."""
-    if not plan["is_bitcode"]:
-        return {"is_bc": False}
-    return {
-        **imports.translate(plan),
-        "bitcode_file": plan["index_file"],
-        "index": plan["index"],
-        "is_bc": True,
-        "path": plan["path"],
-    }
+    if not plan["is_bitcode"] or plan["index_file"] is None:
+        return formats.NOT_OPTIMISED
+    translated = imports.translate(plan)
+    return formats.object_plan_bytes(
+        plan["index"], plan["path"], plan["index_file"], translated["imports"],
+        translated["archive_imports"],
+    )  # fmt: skip
 
 
-def lazy_member_plan(member: MemberPlan, obj: UpstreamObject, imports: ImportMap) -> dict:
+def lazy_member_plan(member: MemberPlan, obj: UpstreamObject, imports: ImportMap) -> bytes:
     """Upstream's plan of an object of a `LazyGroup`, from our plan of the member: a
     backend runs only when the link loaded it, and reads the index at upstream's path."""
     if not member["opt"]:
-        return {"is_bc": False}
-    return {
-        **imports.translate(member),
-        "bitcode_file": obj.index_output,
-        "index": obj.index,
-        "is_bc": True,
-        "path": member["input"],
-    }
+        return formats.NOT_OPTIMISED
+    translated = imports.translate(member)
+    return formats.object_plan_bytes(
+        obj.index, member["input"], obj.index_output, translated["imports"],
+        translated["archive_imports"],
+    )  # fmt: skip
 
 
-def upstream_archive_plan(plan: ArchivePlan, objects_dir: str, imports: ImportMap) -> dict:
+def upstream_archive_plan(plan: ArchivePlan, objects_dir: str, imports: ImportMap) -> bytes:
     """Upstream's archive plan: members it must optimise (`is_bc`) and the rest, which it
     copies. `base_dir` is the objects directory, so each member's name below it is its
     name below the optimised-objects directory too (whether upstream copies that whole
     directory or binds members one by one)."""
-    entries = []
+    entries: list[dict[str, object]] = []
     for member in plan["members"]:
-        if member["opt"]:
+        if member["opt"] and member["index_file"] is not None:
             entries.append(
                 {
                     **imports.translate(member),
-                    "bitcode_file": posixpath.join(plan["index_dir"], member["index_file"] or ""),
+                    "bitcode_file": posixpath.join(plan["index_dir"], member["index_file"]),
                     "is_bc": True,
                     "path": member["input"],
                 }
             )
         else:
             entries.append({"is_bc": False, "path": member["input"]})
-    return {"base_dir": objects_dir, "objects": entries}
-
-
-def final_link_args(final: list[str], tail: list[str], substitutes: dict[str, str]) -> list[str]:
-    """Our final line without the post-linker flags (upstream's final link command adds
-    them again), with the files upstream binds in place of ours: native archive members
-    from the optimised-objects directory, a `LazyGroup`'s optimised objects where
-    upstream's opt actions write them."""
-    if tail:
-        if final[-len(tail) :] != tail:
-            raise DistLtoError("the final link line does not end with the post-linker flags")
-        final = final[: -len(tail)]
-    return [substitutes.get(arg, arg) for arg in final]
+    return formats.archive_plan_bytes(objects_dir, entries)
 
 
 @dataclass
@@ -502,17 +375,41 @@ def lazy_manifest_dirs(scratch: str, index_dir: str) -> tuple[str, str]:
 
 def run(opts: Options, up: UpstreamMeta, cmd: IndexCommand, line: list[str], scratch: str) -> None:
     relative, absolute = lazy_manifest_dirs(scratch, opts.index)
-    meta, groups = our_meta(up, line, cmd.tail, scratch, (relative, absolute))
+    document, groups = our_meta(up, line, cmd.tail, scratch, (relative, absolute))
+    meta = pointing_at_upstream(parse_meta(document, opts.meta), up, groups)
     try:
         for group in groups:
             group.write_manifest()
-        meta_path = posixpath.join(scratch, "meta.json")
-        write_atomic(meta_path, jsonio.dumps(meta))
         command = [*cmd.head, "-o", posixpath.join(scratch, "index-step.out")]
-        planner = ours.indexed(meta_path, command)
+        planner = ours.indexed(meta, command)
     finally:
         shutil.rmtree(relative, ignore_errors=True)
     write_plans(opts, up, cmd, planner, groups, is_raw_linker(command))
+
+
+def pointing_at_upstream(meta: Meta, up: UpstreamMeta, groups: list[LazyGroup]) -> Meta:
+    """`meta` (translated from upstream's, named after upstream's file) with each input
+    pointing at its line in upstream's meta file, so that the planner's messages send
+    the user to a file that exists."""
+    objects = {o.path: o.line for o in up.objects.values()}
+    archives = {a.index: a.line for a in up.archives.values()}
+    archives.update((g.index, g.objects[0].line) for g in groups)
+
+    def where(line: int) -> str:
+        return f"line {line}" if line else "the index argument file"
+
+    def moved(item: Linkable) -> Linkable:
+        if type(item) is ObjectInput:
+            return dataclasses.replace(item, pointer=where(objects.get(item.path, 0)))
+        if type(item) is ArchiveInput:
+            return dataclasses.replace(item, pointer=where(archives.get(item.index, 0)))
+        return dataclasses.replace(item, pointer="the index argument file")
+
+    groups_moved = tuple(
+        Group(g.pre_flags, g.post_flags, tuple(moved(item) for item in g.linkables))
+        for g in meta.groups
+    )
+    return dataclasses.replace(meta, groups=groups_moved)
 
 
 def write_plans(
@@ -536,7 +433,7 @@ def write_plans(
             plan = planner.object_plan(o)
             if not plan["is_bitcode"]:
                 _write_unread_index(obj)
-            writer.write(obj.plan_output, jsonio.dumps(upstream_object_plan(plan, imports)))
+            writer.write(obj.plan_output, upstream_object_plan(plan, imports))
         for index, archive in planner.archives.items():
             archive_plan = planner.archive_plan(archive)
             group = lazy_groups.get(index)
@@ -555,25 +452,17 @@ def write_plans(
                     _write_unread_index(obj)
                     if not member["is_bitcode"]:
                         native.append(obj.index)
-                writer.write(obj.plan_output, jsonio.dumps(lazy_member_plan(member, obj, imports)))
+                writer.write(obj.plan_output, lazy_member_plan(member, obj, imports))
     finally:
         writer.close()
-    final_args = final_link_args(planner.final_line(raw_linker), cmd.tail, substitutes)
-    write_atomic(opts.final_link_index, response_file(final_args))
+    final_args = formats.final_link_args(planner.final_line(raw_linker), cmd.tail, substitutes)
+    write_atomic(opts.final_link_index, formats.final_link_args_bytes(final_args))
     os.makedirs(opts.index, exist_ok=True)
     write_atomic(
         posixpath.join(opts.index, "index"),
-        "".join(by_index[i].path + "\n" for i in sorted(loaded)).encode(),
+        formats.index_list_bytes([by_index[i].path for i in sorted(loaded)]),
     )
-    write_atomic(
-        opts.link_plan,
-        jsonio.dumps(
-            {
-                "index": {str(i): 1 for i in sorted(loaded)},
-                "non_lto_objects": {str(i): 1 for i in sorted(native)},
-            }
-        ),
-    )
+    write_atomic(opts.link_plan, formats.link_plan_bytes(loaded, native))
 
 
 def _write_archive_plan(
@@ -588,9 +477,7 @@ def _write_archive_plan(
         if not member["is_bitcode"]:
             rel = posixpath.relpath(member["input"], objects_dir)
             natives[member["input"]] = posixpath.join(opt_dir, rel)
-    write_atomic(
-        archive.plan_output, jsonio.dumps(upstream_archive_plan(plan, objects_dir, imports))
-    )
+    write_atomic(archive.plan_output, upstream_archive_plan(plan, objects_dir, imports))
     return natives
 
 

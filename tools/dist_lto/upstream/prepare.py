@@ -11,26 +11,35 @@ opt actions the objects directory, never the thin archive's members, so only cop
 inside DIR reach them (and a remote worker).
 """
 
+from __future__ import annotations
+
 import argparse
 import os
 import posixpath
 import shutil
 
+from dist_lto import TYPE_CHECKING
 from dist_lto.archive.member_names import assign_paths
 from dist_lto.archive.prepare import prepare
 from dist_lto.errors import BadInput, DistLtoError
-from dist_lto.formats import jsonio
+from dist_lto.formats.manifest import manifest_bytes, manifest_document
 from dist_lto.fsutil import write_atomic
+from dist_lto.upstream.formats import prepare_manifest_bytes
 from dist_lto.upstream.layout import MEMBERS, manifest_for
 
+if TYPE_CHECKING:
+    from typing import Any
 
-def _copy_thin_members(document: dict, manifest: str, members_dir: str) -> dict:
+    from dist_lto.formats.manifest import Entry
+
+
+def _copy_thin_members(document: dict[str, Any], manifest: str, members_dir: str) -> dict[str, Any]:
     """Copy a thin archive's members under `members_dir`; the manifest then points there."""
     base = posixpath.dirname(manifest)
     entries = document["members"]
     names = assign_paths([posixpath.basename(e["name"]) or "member" for e in entries])
     os.makedirs(members_dir, exist_ok=True)
-    copied = []
+    copied: list[Entry] = []
     for entry, name in zip(entries, names, strict=True):
         source = posixpath.normpath(posixpath.join(base, entry["path"]))
         target = posixpath.join(members_dir, name)
@@ -41,10 +50,17 @@ def _copy_thin_members(document: dict, manifest: str, members_dir: str) -> dict:
                 f"{document['archive']}: thin archive member {entry['name']!r} cannot be"
                 f" copied from {source}: {err.strerror}"
             ) from None
-        copied.append({**entry, "path": posixpath.relpath(target, base)})
-    result = {**document, "thin": False, "members": copied}
-    write_atomic(manifest, jsonio.dumps(result))
-    return result
+        copied.append(
+            {
+                "name": entry["name"],
+                "position": entry["position"],
+                "path": posixpath.relpath(target, base),
+                "size": entry["size"],
+                "bitcode": entry["bitcode"],
+            }
+        )
+    write_atomic(manifest, manifest_bytes(document["archive"], False, copied))
+    return manifest_document(document["archive"], False, copied)
 
 
 def main(argv: list[str]) -> int:
@@ -64,7 +80,7 @@ def main(argv: list[str]) -> int:
             document = _copy_thin_members(document, manifest, members_dir)
         base = posixpath.dirname(manifest)
         objects = [posixpath.normpath(posixpath.join(base, e["path"])) for e in document["members"]]
-        write_atomic(args.manifest_out, jsonio.dumps({"manifest": manifest, "objects": objects}))
+        write_atomic(args.manifest_out, prepare_manifest_bytes(manifest, objects))
     except OSError as err:
         raise DistLtoError(f"{args.manifest_out}: cannot write: {err.strerror}") from None
     return 0
