@@ -21,7 +21,7 @@ from dist_lto.formats.plans import (
 from dist_lto.formats.response_file import parse_response_file, quote_arg, response_file
 from dist_lto.llvm import linkline
 from dist_lto.llvm.index_step import Layout, is_raw_linker
-from dist_lto.llvm.spelling import climb, is_plain
+from dist_lto.path_spelling import climb, is_plain
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.budget import examples

@@ -15,7 +15,7 @@ from dist_lto import TYPE_CHECKING
 from dist_lto.archive.ar_headers import read_thin_members
 from dist_lto.archive.member_names import check_name_characters, decode_name, member_error
 from dist_lto.llvm.bitcode import is_bitcode
-from dist_lto.llvm.spelling import is_plain
+from dist_lto.path_spelling import is_plain
 
 if TYPE_CHECKING:
     from dist_lto.archive.prepare import Outputs

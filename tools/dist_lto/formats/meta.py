@@ -14,7 +14,7 @@ from operator import itemgetter
 from typing import Any
 
 from dist_lto.formats.jsonio import Fields, read_json
-from dist_lto.llvm.spelling import all_plain
+from dist_lto.path_spelling import all_plain
 
 META_VERSION = 1
 

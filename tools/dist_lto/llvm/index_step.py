@@ -26,7 +26,7 @@ from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.formats.response_file import response_file
 from dist_lto.fsutil import write_atomic
 from dist_lto.llvm.bitcode import is_bitcode
-from dist_lto.llvm.spelling import climb, is_plain, norm
+from dist_lto.path_spelling import climb, is_plain, norm
 
 LIST_NAME = "index.list"
 ARGS_NAME = "index.args"
@@ -249,7 +249,9 @@ class ImportsPrefetch:
 
 
 class DirListing:
-    """Existence checks by listing each directory once, instead of one stat per file."""
+    """Existence checks by listing each directory once, instead of one stat per file: for
+    paths that name an entry of their directory (a file), as `os.path.lexists` would
+    answer (tests/test_fast_paths.py)."""
 
     def __init__(self) -> None:
         self._dirs: dict[str, set[str]] = {}

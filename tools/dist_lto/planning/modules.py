@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from dist_lto.errors import BadInput
 from dist_lto.formats.manifest import Manifest, Member
 from dist_lto.formats.meta import ArchiveInput, ObjectInput
-from dist_lto.llvm.spelling import all_plain
+from dist_lto.path_spelling import all_plain
 
 
 @dataclass(slots=True, eq=False)

@@ -32,7 +32,7 @@ from dist_lto.formats.response_file import response_file
 from dist_lto.fsutil import move, write_atomic, write_failure
 from dist_lto.llvm import index_step, linkline
 from dist_lto.llvm.index_step import DirListing, Layout
-from dist_lto.llvm.spelling import all_plain, is_plain, norm
+from dist_lto.path_spelling import all_plain, is_plain, norm
 from dist_lto.planning.modules import (
     POSITION_MASK,
     Archive,
