@@ -145,3 +145,54 @@ def test_a_link_imports_no_process_pool_argparse_or_subprocess(
             heavy |= {"subprocess", "selectors"}
         assert not heavy & loaded, heavy & loaded
         assert len(list(root.glob("*.native.o"))) == 4
+
+
+def _on_a_terminal(argv: list[str], cwd: Path, **env: str) -> str:
+    """`dist-lto distribute ARGV` with stderr on a pseudo-terminal: what it wrote there."""
+    import os
+    import pty
+
+    leader, follower = pty.openpty()
+    environ = {k: v for k, v in os.environ.items() if k not in ("TERM", "NO_COLOR")}
+    try:
+        done = subprocess.run([sys.executable, "-m", "dist_lto", "distribute", *argv], cwd=cwd,
+                              stderr=follower, env={**environ, **env}, check=False)  # fmt: skip
+        os.close(follower)
+        follower = -1
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the terminal's other end is closed and drained
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        if follower >= 0:
+            os.close(follower)
+        os.close(leader)
+    assert done.returncode == 0
+    return b"".join(chunks).decode()
+
+
+@pytest.mark.parametrize(
+    ("flags", "env", "progress"),
+    [([], {"TERM": "xterm"}, True), (["--quiet"], {"TERM": "xterm"}, False),
+     ([], {"TERM": "dumb"}, False), ([], {"TERM": "xterm", "NO_COLOR": "1"}, False)],
+    ids=["terminal", "quiet", "dumb-terminal", "no-color"],
+)  # fmt: skip
+def test_the_progress_line_names_its_link_and_plain_terminals_get_no_escapes(
+    tmp_path: Path, small_dtlto: DtltoLink, flags: list[str], env: dict[str, str], progress: bool
+) -> None:
+    """Concurrent links share a terminal: each progress line names its link. `--quiet`
+    silences it; `TERM=dumb` and `NO_COLOR` get plain lines (the summary), no escapes."""
+    root = small_dtlto.clone(tmp_path / "link")
+    shown = _on_a_terminal(["--no-cache", *flags, small_dtlto.job_file], root, **env)
+    if progress:
+        assert "\x1b[K" in shown
+        assert "dist-lto distribute: prog: 4/4 done" in shown
+    else:
+        assert "\x1b" not in shown
+        quiet = "--quiet" in flags
+        assert ("dist-lto distribute: prog: 4 jobs, 0 cached, 0 failed" in shown) != quiet

@@ -9,6 +9,14 @@ docs/opt.md; running the directory instead also works but imports `runpy`).
 import os
 import sys
 
+# The package needs 3.11 (its syntax): an older Python gets this line, not a SyntaxError.
+if sys.version_info < (3, 11):  # noqa: UP036 (run by whatever python3 a user has)
+    sys.stderr.write(
+        f"dist-lto: error: needs Python 3.11 or newer, not {sys.version.split()[0]}"
+        f" ({sys.executable}); under Buck2, set .buckconfig's [dist_lto] python\n"
+    )
+    sys.exit(2)
+
 if not __package__:
     # Run as a file or directory: the parent of this directory holds the package. This
     # directory itself must leave sys.path (where Python put it, unless -I), so that no

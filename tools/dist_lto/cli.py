@@ -16,7 +16,7 @@ import os
 import sys
 
 from dist_lto import TYPE_CHECKING
-from dist_lto.errors import EXIT_INTERNAL, DistLtoError
+from dist_lto.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, DistLtoError
 
 if TYPE_CHECKING:
     import argparse
@@ -142,6 +142,31 @@ def _help() -> str:
     return "\n".join(lines)
 
 
+_REMOTE_MODULES = ("grpc", "google", "buildgrid")
+"""What `dist-lto[remote]` installs: gRPC, protobuf and the REAPI stubs."""
+_BASE_MODULES = ("orjson", "libarchive")
+"""The package's own dependencies (orjson, libarchive-c)."""
+
+
+def missing_dependency(module: str) -> str | None:
+    """The one line that says how to install a missing third-party `module`, or None when
+    it is not one of ours to install (an internal error)."""
+    top = module.partition(".")[0]
+    python = sys.executable or "this Python"
+    if top in _REMOTE_MODULES:
+        return (
+            f"no module named {module!r}: remote execution needs the remote extra; install it"
+            f" into the Python that runs dist-lto ({python}): pip install 'dist-lto[remote]'"
+        )
+    if top in _BASE_MODULES:
+        return (
+            f"no module named {module!r}: {python} lacks dist-lto's dependencies (orjson,"
+            " libarchive-c); install them there (pip install dist-lto), or, under Buck2,"
+            " name a Python that has them in .buckconfig's [dist_lto] python"
+        )
+    return None
+
+
 def run(name: str, argv: list[str]) -> int:
     """Run subcommand `name`, turning every failure into one line on stderr and a status."""
     module_name = "dist_lto." + SUBCOMMANDS[name][0]
@@ -155,6 +180,12 @@ def run(name: str, argv: list[str]) -> int:
         return err.status
     except KeyboardInterrupt:
         return 130
+    except ModuleNotFoundError as err:
+        fix = missing_dependency(err.name or "")
+        if fix is None or os.environ.get("DIST_LTO_DEBUG"):
+            raise
+        print(f"dist-lto {name}: error: {fix}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except Exception as err:
         if os.environ.get("DIST_LTO_DEBUG"):
             raise

@@ -9,12 +9,11 @@ with results kept in a cache shared by all links.
 """
 
 import os
-import sys
 
 from dist_lto import TYPE_CHECKING
 from dist_lto.backend import stop_with_parent
 from dist_lto.cli import argument_parser, parse, scan
-from dist_lto.distribute.reporting import PROG, Reporter
+from dist_lto.distribute.reporting import PROG, Reporter, progress_terminal
 from dist_lto.distribute.session import check_module_paths, run_jobs
 from dist_lto.distribute.settings import Options, Settings, add_local_options, add_report_options
 from dist_lto.formats.jobfile import read_job_file
@@ -199,7 +198,11 @@ def main(argv: list[str]) -> int:
     files = read_job_file(opts.job_file)
     check_module_paths(files)
     reporter = Reporter(
-        len(files.jobs), verbose=settings.verbose, tty=sys.stderr.isatty(), quiet=settings.quiet
+        len(files.jobs),
+        verbose=settings.verbose,
+        tty=progress_terminal(),
+        quiet=settings.quiet,
+        name=os.path.basename(files.linker_output),
     )
     run_jobs(files, settings, reporter)
     return 0

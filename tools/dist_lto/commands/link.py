@@ -11,10 +11,9 @@ fork servers, the jobserver, progress, summary and trace), then runs the final l
 
 import argparse
 import os
-import sys
 
 from dist_lto.distribute import settings as distribute_settings
-from dist_lto.distribute.reporting import Reporter
+from dist_lto.distribute.reporting import Reporter, progress_terminal
 from dist_lto.distribute.session import run_jobs, write_trace
 from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.formats.jobfile import Job, JobFile
@@ -236,9 +235,10 @@ def main(argv: list[str]) -> int:
     reporter = Reporter(
         len(files.jobs),
         verbose=settings.verbose,
-        tty=sys.stderr.isatty(),
+        tty=progress_terminal(),
         quiet=settings.quiet,
         prog=PROG,
+        name=os.path.basename(files.linker_output),
     )
     trace = None
     if settings.trace is not None:

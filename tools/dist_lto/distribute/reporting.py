@@ -8,6 +8,7 @@ per link where no progress line shows it (stderr not a terminal, or `--verbose`)
 """
 
 import enum
+import os
 import sys
 import time
 
@@ -52,18 +53,40 @@ class Outcome:
         return self.status.value
 
 
+def progress_terminal() -> bool:
+    """Whether stderr is a terminal that may get an updating progress line: not when
+    `TERM=dumb` or `NO_COLOR` asks for plain output (no escape codes)."""
+    if os.environ.get("TERM") == "dumb" or os.environ.get("NO_COLOR"):
+        return False
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
 class Reporter:
     """What the user sees on stderr: a progress line on a terminal, `--verbose` job lines,
     compiler warnings. Called with the distribution's lock held."""
 
     def __init__(
-        self, total: int, *, verbose: bool, tty: bool, quiet: bool = False, prog: str = PROG
+        self,
+        total: int,
+        *,
+        verbose: bool,
+        tty: bool,
+        quiet: bool = False,
+        prog: str = PROG,
+        name: str = "",
     ) -> None:
         self.prog = prog
         """How each line begins (`dist-lto link` reuses the distributor's reporting)."""
+        self.name = name
+        """The link's output, named on the progress line: concurrent links (`make -j`)
+        share one terminal, and each line must say whose it is."""
         self.total = total
         self.verbose = verbose
         self.tty = tty
+        """Whether a progress line shows (`progress_terminal`); else the summary line."""
         self.quiet = quiet
         self.started = time.monotonic()
         self.shown = False
@@ -88,10 +111,11 @@ class Reporter:
         sys.stderr.buffer.flush()
 
     def progress(self, done: int, cached: int, running: int) -> None:
-        if self.tty:
+        if self.tty and not self.quiet:
             elapsed = time.monotonic() - self.started
+            whose = f"{self.name}: " if self.name else ""
             self._write(
-                f"\r\x1b[K{self.prog}: {done}/{self.total} done, {cached} cached,"
+                f"\r\x1b[K{self.prog}: {whose}{done}/{self.total} done, {cached} cached,"
                 f" {running} running, {elapsed:.1f} s"
             )
             self.shown = True

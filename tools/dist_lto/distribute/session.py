@@ -173,8 +173,10 @@ def _job_slots(settings: Settings, reporter: Reporter) -> JobSlots | None:
 
     server, why = open_jobserver(os.environ)
     if server is None:
-        if why and settings.verbose:
-            reporter.note(f"no jobserver: {why}; running --jobs backends at once")
+        if why and not settings.quiet:
+            # Said without --verbose: the link then runs --jobs backends beside make's
+            # own jobs, which overloads the machine without any other sign.
+            reporter.note(f"warning: no jobserver: {why}; running --jobs backends at once")
         return None
     return JobSlots(server)
 
