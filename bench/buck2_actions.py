@@ -45,8 +45,8 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from real_buck2 import Buck2, scratch_project
 from support import workloads
+from support.real_buck2 import Buck2, scratch_project
 
 PACKAGE = "bench_actions"
 KINDS = ("floor", "clang", "opt")

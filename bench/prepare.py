@@ -41,8 +41,8 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from real_buck2 import find_buck2
 from support import workloads
+from support.real_buck2 import find_buck2
 
 LLVM_AR = os.path.join(workloads.LLVM_BIN, "llvm-ar")
 VENV_BIN = Path(sys.executable).parent

@@ -21,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from real_buck2 import Buck2  # noqa: E402
+from support.real_buck2 import Buck2  # noqa: E402
 
 
 def main(argv: list[str]) -> int:

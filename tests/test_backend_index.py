@@ -8,7 +8,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import Llvm, ThinIndex
 from dist_lto.errors import BadInput
 from dist_lto.llvm.bitcode import (
     BITCODE_MAGIC,
@@ -20,6 +19,8 @@ from dist_lto.llvm.toolchain import tool
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.budget import examples
+from support.links import ThinIndex
+from support.tools import Llvm
 
 
 def bcanalyzer_module_paths(index: Path) -> list[bytes]:

@@ -16,9 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Llvm, ThinIndex
 from dist_lto.llvm.toolchain import tool
+from support.links import ThinIndex
 from support.opt_command import OPT, opt_command
+from support.tools import Llvm
 
 MODULE = "obj/lzio.o"
 

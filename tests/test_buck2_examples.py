@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from real_buck2 import Buck2, Ran, scratch_project
+from support.real_buck2 import Buck2, Ran, scratch_project
+
+pytestmark = pytest.mark.slow  # drives real Buck2 or whole real pipelines
 
 EXPECTED = {
     "examples/c:wordstats": "words=12 mean=5.667 stddev=2.809 hash=1b7c3ed2\n",

@@ -16,10 +16,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from real_buck2 import REPO, Buck2, scratch_project
 from support import buildbarn
 from support.pki import Pki
+from support.real_buck2 import REPO, Buck2, scratch_project
 from test_buck2_examples import EXPECTED
+
+pytestmark = pytest.mark.slow  # drives real Buck2 or whole real pipelines
 
 DROPPED = "wordstats/0:main.o"
 """The opt action whose first import the negative test leaves out (main.o imports from

@@ -14,7 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from real_buck2 import Buck2, scratch_project
+from support.real_buck2 import Buck2, scratch_project
+
+pytestmark = pytest.mark.slow  # drives real Buck2 or whole real pipelines
 
 BITCODE = b"BC\xc0\xde"
 LLVM_AR = "/usr/lib/llvm-22/bin/llvm-ar"

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import DtltoLink, Llvm, ThinIndex
 from dist_lto.distribute import cache_key, result_cache
 from dist_lto.distribute.cache_key import KeyMaker, command_identity, compiler_identity
 from dist_lto.distribute.result_cache import ResultCache, default_cache_dir, parse_size
@@ -26,6 +25,8 @@ from dist_lto.llvm.summary import canonical_summary
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.budget import examples
+from support.links import DtltoLink, ThinIndex
+from support.tools import Llvm
 
 IDENTITY = "0" * 64
 

@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, Llvm, run_cli
 from dist_lto import __version__
 from dist_lto.commands.cache import parse_age
 from dist_lto.distribute import cache_key, result_cache
+from support.tools import REPO, Llvm, run_cli
 
 CAPTURED = REPO / "examples" / "captured"
 OUTPUTS = ["out/opt/0.o", "out/archive-opt/0/objects/util.o", "out/archive-opt/1/0/text.o"]

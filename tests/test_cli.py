@@ -3,8 +3,9 @@
 import subprocess
 from pathlib import Path
 
-from conftest import DtltoLink, run_cli
 from dist_lto import cli
+from support.links import DtltoLink
+from support.tools import run_cli
 
 
 def test_help_lists_every_subcommand() -> None:

@@ -16,10 +16,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import Llvm, run_cli
+import pytest
 from dist_lto.formats.plans import read_archive_plan, read_object_plan
 from support import workloads
 from support.lua_link import PREPARE_ARGV, lua_meta
+from support.tools import Llvm, run_cli
+
+pytestmark = pytest.mark.slow  # drives real Buck2 or whole real pipelines
 
 OPT = [
     sys.executable,

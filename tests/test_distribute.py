@@ -16,10 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import DtltoLink, Llvm
 from dist_lto.distribute.result_cache import ResultCache
 from dist_lto.formats.jobfile import read_job_file
 from support import workloads
+from support.links import DtltoLink
+from support.slow import slow_fixture
+from support.tools import Llvm
 
 LUA_SOURCE_CHANGE = ("invalid conversion '%s' to 'format'", "no such conversion '%s' in 'format'")
 
@@ -68,6 +70,7 @@ def _program(build: workloads.Build, llvm: Llvm, serial: Path, ar: list[str], li
 
 
 @pytest.fixture(scope="module")
+@slow_fixture
 def lua(tmp_path_factory: pytest.TempPathFactory, llvm: Llvm, serial_distributor: Path) -> Program:
     """Lua with its library in a thin archive (DTLTO reads thin members where they are)."""
     build = workloads.build("lua", tmp_path_factory.mktemp("lua-dtlto"))
@@ -75,6 +78,7 @@ def lua(tmp_path_factory: pytest.TempPathFactory, llvm: Llvm, serial_distributor
 
 
 @pytest.fixture(scope="module")
+@slow_fixture
 def zstd(tmp_path_factory: pytest.TempPathFactory, llvm: Llvm, serial_distributor: Path) -> Program:
     """zstd with its library, bitcode and the native assembly object, in a regular archive
     (DTLTO extracts bitcode members to files named after LLD's process id)."""
@@ -240,6 +244,7 @@ def test_a_changed_source_recompiles_only_the_jobs_that_read_it(
     assert "no such conversion '%y' in 'format'" in run.stderr
 
 
+@pytest.mark.slow  # a load test: eight links at once
 def test_eight_links_sharing_one_cache_with_a_pruner_running_all_work(
     tmp_path: Path, small_dtlto: DtltoLink, dist_lto: str
 ) -> None:

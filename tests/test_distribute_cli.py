@@ -5,17 +5,20 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import DtltoLink, run_cli
 from dist_lto.commands import distribute
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.budget import examples
+from support.links import DtltoLink
+from support.terminal import run_on_terminal
+from support.tools import run_cli
 
 
 def test_help_documents_every_option() -> None:
@@ -147,35 +150,6 @@ def test_a_link_imports_no_process_pool_argparse_or_subprocess(
         assert len(list(root.glob("*.native.o"))) == 4
 
 
-def _on_a_terminal(argv: list[str], cwd: Path, **env: str) -> str:
-    """`dist-lto distribute ARGV` with stderr on a pseudo-terminal: what it wrote there."""
-    import os
-    import pty
-
-    leader, follower = pty.openpty()
-    environ = {k: v for k, v in os.environ.items() if k not in ("TERM", "NO_COLOR")}
-    try:
-        done = subprocess.run([sys.executable, "-m", "dist_lto", "distribute", *argv], cwd=cwd,
-                              stderr=follower, env={**environ, **env}, check=False)  # fmt: skip
-        os.close(follower)
-        follower = -1
-        chunks = []
-        while True:
-            try:
-                chunk = os.read(leader, 65536)
-            except OSError:  # EIO: the terminal's other end is closed and drained
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-    finally:
-        if follower >= 0:
-            os.close(follower)
-        os.close(leader)
-    assert done.returncode == 0
-    return b"".join(chunks).decode()
-
-
 @pytest.mark.parametrize(
     ("flags", "env", "progress"),
     [([], {"TERM": "xterm"}, True), (["--quiet"], {"TERM": "xterm"}, False),
@@ -188,7 +162,10 @@ def test_the_progress_line_names_its_link_and_plain_terminals_get_no_escapes(
     """Concurrent links share a terminal: each progress line names its link. `--quiet`
     silences it; `TERM=dumb` and `NO_COLOR` get plain lines (the summary), no escapes."""
     root = small_dtlto.clone(tmp_path / "link")
-    shown = _on_a_terminal(["--no-cache", *flags, small_dtlto.job_file], root, **env)
+    environ = {k: v for k, v in os.environ.items() if k not in ("TERM", "NO_COLOR")}
+    argv = [sys.executable, "-m", "dist_lto", "distribute", "--no-cache", *flags]
+    status, shown = run_on_terminal([*argv, small_dtlto.job_file], root, {**environ, **env})
+    assert status == 0
     if progress:
         assert "\x1b[K" in shown
         assert "dist-lto distribute: prog: 4/4 done" in shown

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import re
-import select
 import shutil
 import signal
 import subprocess
@@ -21,9 +19,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import DtltoLink, Llvm
 from dist_lto.backend import object_problem
 from dist_lto.formats.jobfile import read_job_file
+from support.links import DtltoLink
+from support.terminal import run_on_terminal
+from support.tools import Llvm
 
 FAKE_COMPILER = """\
 import os
@@ -283,35 +283,13 @@ def test_a_module_spelled_unlike_its_index_fails_before_its_compiler_runs(
 # What the user sees
 
 
-def run_on_terminal(argv: list[str], cwd: Path) -> tuple[int, str]:
-    """Run `argv` with stderr (and stdout) on a pseudo-terminal: (status, what it showed)."""
-    primary, secondary = pty.openpty()
-    proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=secondary,
-                            stderr=secondary)  # fmt: skip
-    os.close(secondary)
-    shown = b""
-    while True:
-        ready, _, _ = select.select([primary], [], [], 60)
-        if not ready:
-            break
-        try:
-            chunk = os.read(primary, 4096)
-        except OSError:  # EIO: the terminal's other side closed
-            break
-        if not chunk:
-            break
-        shown += chunk
-    os.close(primary)
-    return proc.wait(timeout=60), shown.decode()
-
-
 def test_a_terminal_gets_one_updating_progress_line(
     tmp_path: Path, small_dtlto: DtltoLink, dist_lto: str
 ) -> None:
     root, job_file = captured(tmp_path, small_dtlto)
     status, shown = run_on_terminal([dist_lto, "distribute", "--no-cache", job_file.name], root)
     assert status == 0
-    assert shown.endswith("\r\x1b[Kdist-lto distribute: 4/4 done, 0 cached, 0 running, "
+    assert shown.endswith("\r\x1b[Kdist-lto distribute: prog: 4/4 done, 0 cached, 0 running, "
                           + shown.rsplit(", ", 1)[1])  # fmt: skip
     assert shown.endswith(" s\r\n")
     assert shown.count("\n") == 1  # one line, updated in place

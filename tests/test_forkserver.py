@@ -15,10 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import DtltoLink, Llvm
 from dist_lto.distribute.compilers import WorkerCompiler
 from dist_lto.formats.jobfile import read_job_file
 from dist_lto.process import forkserver
+from support.links import DtltoLink
+from support.tools import Llvm
 from test_distribute_failures import captured, distribute, leftovers
 
 

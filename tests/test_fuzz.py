@@ -1,4 +1,4 @@
-"""The fuzz campaign (bench/fuzz.py) in small: hostile inputs for every tool, nothing found.
+"""The fuzz campaign (fuzz/fuzz.py) in small: hostile inputs for every tool, nothing found.
 
 The full campaign (100,000 inputs, figures in docs/reliability.md) runs by hand; here a few
 hundred inputs run through the same generators, sandbox and checks, and the checks
@@ -13,12 +13,15 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from support.tools import REPO
 
-sys.path.insert(0, str(REPO / "bench"))  # what is tested here is the campaign, bench/fuzz.py
-import fuzz
+sys.path.insert(0, str(REPO / "fuzz"))  # what is tested here is the campaign, fuzz/fuzz.py
 import fuzz_sandbox
 from fuzz_cases import TOOLS, Case
+
+import fuzz
+
+pytestmark = pytest.mark.slow  # drives real Buck2 or whole real pipelines
 
 SUITE_COUNTS = {"prepare": 160, "plan": 120, "opt": 60, "distribute": 60}
 

@@ -1,4 +1,4 @@
-"""Bugs the reliability campaign (bench/fuzz.py, the kill tests) found, one test each.
+"""Bugs the reliability campaign (fuzz/fuzz.py, the kill tests) found, one test each.
 
 Each test is the smallest input that showed the bug, run the way users run the tool;
 real clang and LLD where the behaviour depends on them, a fake compiler only where
@@ -17,12 +17,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, Llvm, ThinIndex, run_cli
 from dist_lto import backend
 from dist_lto.errors import DistLtoError
 from dist_lto.llvm.bitcode import parse_index
 from dist_lto.llvm.toolchain import tool
 from support import workloads
+from support.links import ThinIndex
+from support.tools import REPO, Llvm, run_cli
 from test_backend_index import BitWriter, write_index
 
 OPT = [sys.executable, "-S", "-E", str(REPO / "tools" / "dist_lto" / "__main__.py"), "opt"]

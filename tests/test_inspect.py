@@ -14,13 +14,14 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import Llvm, run_cli
 from dist_lto.report import drawing, model, text
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import browser, synthetic_link, workloads
 from support.budget import examples
 from support.lua_link import PREPARE_ARGV, lua_meta
+from support.slow import slow_fixture
+from support.tools import Llvm, run_cli
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -254,6 +255,7 @@ def test_html_report_is_self_contained_with_every_section(captured: Path) -> Non
 
 
 @pytest.fixture(scope="session")
+@slow_fixture
 def chromium() -> str:
     found = browser.chromium()
     if found is None:

@@ -11,13 +11,14 @@ from typing import Any
 
 import orjson
 import pytest
-from conftest import DtltoLink, run_cli
 from dist_lto.errors import BadInput
 from dist_lto.formats.jobfile import Job, JobFile, parse_job_file, read_job_file
 from dist_lto.formats.jsonio import loads
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.budget import examples
+from support.links import DtltoLink
+from support.tools import run_cli
 
 COMPILER = "/usr/lib/llvm-22/bin/clang"
 COMMON_ARGS = [COMPILER, "-c", "--target=x86_64-pc-linux-gnu", "-O2", "-faddrsig",

@@ -17,8 +17,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import DtltoLink, Llvm
 from dist_lto.distribute.jobserver import IMPLICIT, JobServer, JobSlots, auth_from_makeflags
+from support.links import DtltoLink
+from support.tools import Llvm
 from test_distribute_failures import captured
 
 LINKS = 3

@@ -26,10 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import Llvm
 from dist_lto.formats.plans import read_archive_plan
 from support import workloads
 from support.lua_link import PREPARE_ARGV, lua_meta
+from support.tools import Llvm
+
+pytestmark = pytest.mark.slow  # drives real Buck2 or whole real pipelines
 
 DIST_LTO = [sys.executable, "-m", "dist_lto"]
 KILLS = {"prepare": 8, "plan": 8, "opt": 6, "distribute": 3, "distribute-from-cache": 4}

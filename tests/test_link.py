@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO, Llvm
+from support.tools import REPO, Llvm
 from test_plan_captured import _expected
 
 CAPTURED = REPO / "examples" / "captured"
@@ -177,7 +177,7 @@ def test_link_writes_a_trace_with_the_backends_and_the_final_link(
 
 
 def test_help_shows_the_command_next_to_plan() -> None:
-    from conftest import run_cli
+    from support.tools import run_cli
 
     result = run_cli(["link", "--help"])
     assert result.returncode == 0

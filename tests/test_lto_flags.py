@@ -6,7 +6,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import Llvm
 from dist_lto.errors import BadInput
 from dist_lto.llvm.flags import (
     CLANG_DEFAULT_PIE,
@@ -19,6 +18,7 @@ from dist_lto.llvm.flags import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.budget import examples
+from support.tools import Llvm
 
 
 def added(link_flags: list[str]) -> list[str]:

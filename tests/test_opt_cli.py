@@ -10,12 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, ThinIndex, run_cli
 from dist_lto.commands import opt
 from dist_lto.llvm.toolchain import tool
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.budget import examples
+from support.links import ThinIndex
+from support.tools import REPO, run_cli
 
 MAIN = str(REPO / "tools" / "dist_lto" / "__main__.py")
 

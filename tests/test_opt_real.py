@@ -17,10 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import SMALL_PROGRAM, Llvm, ThinIndex
 from dist_lto.llvm.toolchain import tool
 from support import objcode, workloads
+from support.links import SMALL_PROGRAM, ThinIndex
 from support.opt_command import OPT, opt_command
+from support.slow import slow_fixture
+from support.tools import Llvm
 
 # ---------------------------------------------------------------------------------
 # Comparing functions between objects
@@ -84,6 +86,7 @@ def index_and_reference(
 
 
 @pytest.fixture(scope="module")
+@slow_fixture
 def lua_distributed(tmp_path_factory: pytest.TempPathFactory, llvm: Llvm) -> Distributed:
     """Lua's every module through `dist-lto opt`, beside LLD's in-process ThinLTO.
 
@@ -203,6 +206,7 @@ def test_without_lld_defaults_the_code_differs(
     assert identical < total
 
 
+@pytest.mark.slow  # compiles Lua itself
 def test_o3_non_pie_link_also_equals_in_process(
     llvm: Llvm, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import Llvm, run_cli
 from support import objcode, parity, workloads
+from support.tools import Llvm, run_cli
 
 JOBS = len(os.sched_getaffinity(0))
 

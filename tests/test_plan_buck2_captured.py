@@ -10,7 +10,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import Llvm, run_cli
+from support.tools import Llvm, run_cli
 from test_buck2_examples import EXPECTED
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "buck2"

@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import Llvm, run_cli
 from dist_lto.formats.plans import read_archive_plan, read_object_plan
+from support.tools import Llvm, run_cli
 
 
 def files(root: Path) -> dict[str, bytes]:

@@ -10,7 +10,6 @@ from typing import Any
 
 import orjson
 import pytest
-from conftest import Llvm, run_cli
 from dist_lto.errors import BadInput
 from dist_lto.formats.meta import parse_meta
 from dist_lto.formats.plans import (
@@ -25,6 +24,7 @@ from dist_lto.path_spelling import climb, is_plain
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.budget import examples
+from support.tools import Llvm, run_cli
 
 _parts = st.lists(st.sampled_from(["..", ".", "", "a", "b", "_", "x.o"]), min_size=1, max_size=8)
 
@@ -302,6 +302,7 @@ def _files(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
+@pytest.mark.slow  # plans a large synthetic link twice
 def test_large_replay_in_workers_writes_what_one_process_writes_and_reruns_alike(
     tmp_path: Path,
 ) -> None:

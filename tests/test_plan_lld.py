@@ -21,7 +21,6 @@ from typing import Any
 
 import orjson
 import pytest
-from conftest import Llvm, run_cli
 from dist_lto.formats.plans import (
     read_archive_plan,
     read_link_plan,
@@ -31,6 +30,7 @@ from dist_lto.formats.response_file import parse_response_file
 from dist_lto.llvm.bitcode import read_index_modules
 from dist_lto.llvm.toolchain import tool
 from support import workloads
+from support.tools import Llvm, run_cli
 
 EXPECTED_OUTPUT = "result 129 ctor 7\n"
 

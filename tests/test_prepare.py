@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import Llvm, run_cli
+from support.tools import Llvm, run_cli
 
 RUSTC = shutil.which("rustc") or "/root/.cargo/bin/rustc"
 

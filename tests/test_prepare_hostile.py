@@ -19,11 +19,11 @@ from contextlib import redirect_stderr
 from pathlib import Path
 
 import pytest
-from conftest import Llvm, run_cli
 from dist_lto import cli
 from dist_lto.archive import prepare as prepare_engine
 from dist_lto.archive.reader import RegularArchive
 from dist_lto.formats import jsonio
+from support.tools import Llvm, run_cli
 
 ELF_HEAD = b"\x7fELF\x02\x01\x01\x00" + b"\x00" * 24
 BITCODE_HEAD = b"BC\xc0\xde" + b"\x35\x14\x00\x00"

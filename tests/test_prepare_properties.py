@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from conftest import Llvm
 from dist_lto import cli
 from dist_lto.archive.ar_headers import (
     _names_or_error,
@@ -42,6 +41,7 @@ from dist_lto.formats.manifest import manifest_bytes, manifest_document
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.budget import examples
+from support.tools import Llvm
 
 if TYPE_CHECKING:
     from dist_lto.formats.manifest import Entry

@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import DtltoLink, run_cli
 from dist_lto.distribute.cache_key import command_identity
 from dist_lto.distribute.remote.cache_only import RemoteCache
 from dist_lto.distribute.remote.cas import digest_of
@@ -24,7 +23,9 @@ from dist_lto.distribute.remote.results import key_action
 from dist_lto.distribute.remote.settings import settings_from_options
 from dist_lto.formats.jobfile import read_job_file
 from support import bazel_remote, buildbarn, workloads
+from support.links import DtltoLink
 from support.pki import Pki
+from support.tools import run_cli
 from test_remote_engine import fresh_instance, link_remote, worker_record
 
 

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import DtltoLink, Llvm
 from dist_lto.distribute.remote.cas import CorruptBlob, digest_of
 from dist_lto.distribute.remote.connection import RemoteFailed
 from dist_lto.distribute.remote.executor import RemoteExecutor
@@ -28,6 +27,8 @@ from dist_lto.distribute.remote.protos import re_pb2
 from dist_lto.distribute.remote.settings import settings_from_options
 from dist_lto.formats.jobfile import read_job_file
 from support import buildbarn, workloads
+from support.links import DtltoLink
+from support.tools import Llvm
 
 DIST_LTO = str(Path(sys.executable).parent / "dist-lto")
 

@@ -17,9 +17,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import DtltoLink, run_cli
 from support import buildbarn, workloads
+from support.links import DtltoLink
 from support.pki import Pki
+from support.tools import run_cli
 from test_remote_engine import fresh_instance, link_remote, worker_record
 
 

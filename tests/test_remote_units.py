@@ -6,7 +6,6 @@ from pathlib import Path
 
 import grpc
 import pytest
-from conftest import run_cli
 from dist_lto.distribute.remote import connection
 from dist_lto.distribute.remote.cas import FileDigests, build_tree, relative_parts
 from dist_lto.distribute.remote.protos import re_pb2
@@ -22,6 +21,7 @@ from dist_lto.errors import BadInput
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.budget import examples
+from support.tools import run_cli
 
 hosts = st.one_of(
     st.from_regex(r"[a-z0-9]([a-z0-9.-]{0,20}[a-z0-9])?", fullmatch=True),

@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import Llvm, run_cli
+from support.tools import Llvm, run_cli
 from test_plan_lld import group, meta_doc, obj, write_meta
 
 MAIN = """#include <stdlib.h>

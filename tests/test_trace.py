@@ -7,8 +7,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import DtltoLink
 from dist_lto.formats.jobfile import read_job_file
+from support.links import DtltoLink
 from test_distribute_failures import captured
 
 STEPS = {"cache lookup", "compile", "cache store", "remote"}

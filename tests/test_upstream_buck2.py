@@ -18,13 +18,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import REPO
-from real_buck2 import Buck2, Ran
+from support.real_buck2 import Buck2, Ran
+from support.tools import REPO
 
 PROJECT = REPO / "examples" / "upstream"
 sys.path.insert(0, str(PROJECT))
 import vendor  # noqa: E402
 from support import buildbarn  # noqa: E402
+
+pytestmark = pytest.mark.slow  # drives real Buck2 or whole real pipelines
 
 PROGRAMS = {
     "//c:wordstats": (

@@ -13,7 +13,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO, Llvm, ThinIndex, run_cli
 from dist_lto.errors import BadInput
 from dist_lto.formats.manifest import read_manifest
 from dist_lto.llvm.toolchain import tool
@@ -23,6 +22,8 @@ from dist_lto.upstream import plan as upstream_plan
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.budget import examples
+from support.links import ThinIndex
+from support.tools import REPO, Llvm, run_cli
 from test_opt_cli import MAIN, OPT_PATH_MODULES, imported_modules
 
 

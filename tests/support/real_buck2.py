@@ -19,7 +19,7 @@ from pathlib import Path
 
 import orjson
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parent.parent.parent
 INSTALLED = REPO / ".cache" / "buck2" / "bin" / "buck2"
 RUSTUP_PROXY = Path.home() / ".cargo" / "bin" / "rustc"
 

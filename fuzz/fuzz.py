@@ -25,7 +25,7 @@ input runs in a fresh directory (`fuzz_sandbox.py`), in-process in a forked chil
 The first failures of each kind are kept under WORKDIR/findings with the input, the
 command and the output; `--case TOOL:N` reruns one input and shows everything.
 
-Usage: .venv/bin/python bench/fuzz.py --count 100000 [--workers 2] [--timeout 30]
+Usage: .venv/bin/python fuzz/fuzz.py --count 100000 [--workers 2] [--timeout 30]
 """
 
 from __future__ import annotations
