@@ -16,6 +16,7 @@ import threading
 
 from dist_lto import TYPE_CHECKING, backend
 from dist_lto.distribute.pool import Pool
+from dist_lto.distribute.relocation import with_module_models
 from dist_lto.distribute.tiers import Tiers
 from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.fsutil import remove_quietly
@@ -185,8 +186,10 @@ def run_jobs(
     files: JobFile, settings: Settings, reporter: Reporter, trace: Trace | None = None
 ) -> Pool:
     """Run every job of `files` with the cache, fork servers, jobserver and trace the
-    settings ask for; the first failure is raised (after the summary line). A `trace`
+    settings ask for, each with a relocation model (`relocation.py`); the first failure is
+    raised (after the summary line). A `trace`
     given is filled and left to the caller to write; otherwise --trace is written here."""
+    files = with_module_models(files)
     own_trace = trace is None
     if trace is None and settings.trace is not None:
         from dist_lto.distribute.trace import Trace
