@@ -36,7 +36,7 @@ def _open_cache(
     files: JobFile, settings: Settings, reporter: Reporter
 ) -> tuple[ResultCache | None, KeyMaker | None]:
     from dist_lto.distribute.cache_key import KeyMaker, command_identity
-    from dist_lto.distribute.result_cache import ResultCache
+    from dist_lto.distribute.result_cache import LAYOUT, ResultCache
 
     if settings.cache_dir is None:
         return None, None
@@ -54,7 +54,8 @@ def _open_cache(
     except OSError as err:
         reporter.note(f"warning: result cache not used: {err.filename}: {err.strerror}")
         return None, None
-    return cache, KeyMaker(files, identity)
+    aliases = os.path.join(cache.root, LAYOUT, "index-aliases")
+    return cache, KeyMaker(files, identity, aliases)
 
 
 def _open_remote_cache(

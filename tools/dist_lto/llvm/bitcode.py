@@ -617,9 +617,13 @@ class IndexRecords:
         length word."""
 
 
-def read_index_records(data: bytes) -> IndexRecords:
+def read_index_records(data: bytes, *, decode_summary: bool = True) -> IndexRecords:
     """Take an individual index apart (see `IndexRecords`). Raises ValueError when `data`
     is not a well-formed index.
+
+    With `decode_summary` false, `summary` is None and only the module table is decoded
+    (the summary block is skipped by its length): what a key of the bytes as written
+    needs.
 
     Why: two indexes of one program can differ in bytes but not in meaning. Module paths
     differ (LLD's DTLTO names archive members after its process id: `lib.a(x.o at
@@ -641,7 +645,8 @@ def read_index_records(data: bytes) -> IndexRecords:
                 cuts.append((start, end >> 3))
             elif block_id == _GLOBALVAL_SUMMARY_BLOCK:
                 summary_bytes = data[start + 4 : end >> 3]
-                summary = _summary_records(_Block(reader, sub_width, inherited))
+                if decode_summary:
+                    summary = _summary_records(_Block(reader, sub_width, inherited))
                 cuts.append((start, end >> 3))
     except _Truncated:
         raise ValueError("truncated bitcode") from None
