@@ -603,3 +603,54 @@ def test_every_number_with_a_suffix_parses(number: int, suffix: str) -> None:
 def test_size_parsing_fails_only_with_value_error(text: str) -> None:
     with contextlib.suppress(ValueError):
         assert parse_size(text) >= 0
+
+
+def test_a_remembered_key_is_the_canonical_key_and_a_warm_lookup_decodes_no_summary(
+    in_copy: JobFile, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dist_lto.distribute import cache_key
+
+    files = in_copy
+    canonical = keys_by_module(files)
+    aliases = str(tmp_path / "aliases")
+    cold = KeyMaker(files, IDENTITY, aliases)
+    assert {job.module.split(" at ")[0]: cold.key(job) for job in files.jobs} == canonical
+
+    def decoded(*_: object) -> None:
+        raise AssertionError("a remembered index was decoded again")
+
+    original = cache_key.canonical_summary
+    monkeypatch.setattr(cache_key, "canonical_summary", decoded)
+    warm = KeyMaker(files, IDENTITY, aliases)
+    assert {job.module.split(" at ")[0]: warm.key(job) for job in files.jobs} == canonical
+    # An index changed in any byte is decoded again, never matched to an old alias.
+    main = next(job for job in files.jobs if job.module == "main.o")
+    with open(main.index, "ab") as f:
+        f.write(b"\0\0\0\0")
+    with pytest.raises(AssertionError, match="decoded again"):
+        KeyMaker(files, IDENTITY, aliases).key(main)
+    # So is a job whose other inputs changed: its key changes, alias or not.
+    monkeypatch.setattr(cache_key, "canonical_summary", original)
+    imported = main.inputs[2]
+    with open(imported, "ab") as f:
+        f.write(b"\0")
+    changed = KeyMaker(files, IDENTITY, aliases).key(main)
+    assert changed is not None and changed != canonical["main.o"]
+
+
+def test_remembered_keys_still_hit_across_links_with_new_process_ids(
+    tmp_path: Path,
+    small_dtlto: DtltoLink,
+    serial_distributor: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    aliases = str(tmp_path / "aliases")
+    root = copy_link(small_dtlto, tmp_path / "again")
+    monkeypatch.chdir(small_dtlto.root)
+    first = read_job_file(small_dtlto.job_file)
+    maker = KeyMaker(first, IDENTITY, aliases)
+    before = {job.module.split(" at ")[0]: maker.key(job) for job in first.jobs}
+    monkeypatch.chdir(root)
+    second = relink(small_dtlto, root, serial_distributor)
+    again = KeyMaker(second, IDENTITY, aliases)
+    assert {job.module.split(" at ")[0]: again.key(job) for job in second.jobs} == before

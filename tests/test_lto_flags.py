@@ -178,8 +178,6 @@ REJECTED = {
     "linker-response-file": (["-Wl,@link.rsp"], "expand response files"),
     "compile-flag": (["-c"], "'-c' is not a link flag"),
     "language-flag": (["-x", "c"], "'-x' is not a link flag"),
-    "relocatable": (["-r"], "cannot translate -r"),
-    "linker-relocatable": (["-Wl,--relocatable"], "cannot translate -r"),
     "emit-asm": (["-Wl,--lto-emit-asm"], "'--lto-emit-asm': the backend must write an object"),
     "emit-llvm": (["-Wl,--plugin-opt=emit-llvm"], "the backend must write an object"),
     "custom-pipeline": (["-Wl,--lto-newpm-passes=instcombine"], "custom pass pipeline"),
@@ -267,6 +265,13 @@ def test_pic_mode_is_the_one_the_driver_and_lld_choose(
     backend = translate(link)
     assert backend.pic == lld_is_pic(llvm, link, tmp_path)
     assert ("-fpic" if backend.pic else "-fno-pic") in backend.flags
+
+
+@pytest.mark.parametrize("link", [["-r"], ["-Wl,--relocatable"], ["-Wl,-r", "-no-pie"]])
+def test_a_relocatable_link_names_no_model_so_each_module_keeps_its_own(link: list[str]) -> None:
+    backend = translate(link)
+    assert backend.pic is None
+    assert not {"-fpic", "-fno-pic", "-fPIC", "-fpie", "-fPIE"} & set(backend.flags)
 
 
 def test_clang_default_pie_constant_matches_the_installed_driver(

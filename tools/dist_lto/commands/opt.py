@@ -169,8 +169,14 @@ def backend_command(opts: Options, mode: str | None) -> list[str]:
         raise BadInput("-gsplit-dwarf in the extra flags needs --dwo (clang would name the .dwo"
                        " after a temporary file)")  # fmt: skip
     in_object = split_dwarf_in_object_flags(opts.out) if mode == "single" else []
+    model = []
+    if backend.pic is None:  # -r: the module's own model, as in LLD (only then imported)
+        from dist_lto.llvm.module_flags import module_relocation_flag, says_relocation_model
+
+        if not says_relocation_model(backend.flags + extra):
+            model = [module_relocation_flag(opts.input)]
     return [clang, "-c", "-x", "ir", opts.input, f"-fthinlto-index={opts.index}",
-            *backend.flags, *extra, *in_object]  # fmt: skip
+            *backend.flags, *model, *extra, *in_object]  # fmt: skip
 
 
 def check_outputs(opts: Options) -> None:

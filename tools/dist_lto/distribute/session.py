@@ -16,6 +16,7 @@ import threading
 
 from dist_lto import TYPE_CHECKING, backend
 from dist_lto.distribute.pool import Pool
+from dist_lto.distribute.relocation import with_module_models
 from dist_lto.distribute.tiers import Tiers
 from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.fsutil import remove_quietly
@@ -35,7 +36,7 @@ def _open_cache(
     files: JobFile, settings: Settings, reporter: Reporter
 ) -> tuple[ResultCache | None, KeyMaker | None]:
     from dist_lto.distribute.cache_key import KeyMaker, command_identity
-    from dist_lto.distribute.result_cache import ResultCache
+    from dist_lto.distribute.result_cache import LAYOUT, ResultCache
 
     if settings.cache_dir is None:
         return None, None
@@ -53,7 +54,8 @@ def _open_cache(
     except OSError as err:
         reporter.note(f"warning: result cache not used: {err.filename}: {err.strerror}")
         return None, None
-    return cache, KeyMaker(files, identity)
+    aliases = os.path.join(cache.root, LAYOUT, "index-aliases")
+    return cache, KeyMaker(files, identity, aliases)
 
 
 def _open_remote_cache(
@@ -185,8 +187,10 @@ def run_jobs(
     files: JobFile, settings: Settings, reporter: Reporter, trace: Trace | None = None
 ) -> Pool:
     """Run every job of `files` with the cache, fork servers, jobserver and trace the
-    settings ask for; the first failure is raised (after the summary line). A `trace`
+    settings ask for, each with a relocation model (`relocation.py`); the first failure is
+    raised (after the summary line). A `trace`
     given is filled and left to the caller to write; otherwise --trace is written here."""
+    files = with_module_models(files)
     own_trace = trace is None
     if trace is None and settings.trace is not None:
         from dist_lto.distribute.trace import Trace

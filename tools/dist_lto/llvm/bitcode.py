@@ -275,6 +275,52 @@ class _Bits(_BitCursor):
         return value
 
 
+def _skip_vbr6(reader: _Reader, count: int) -> None:
+    """Move past `count` VBR6 fields at once. Why: an unabbreviated record is a run of
+    VBR6 fields, and a reader that needs only its code would otherwise pay a Python call
+    per field (a module's function records hold about 20 each): here each window of bits
+    becomes one string of chunk continuation bits, and its field ends are found by
+    `str.find`."""
+    data, pos = reader.data, reader.pos
+    while count:
+        window = min(6 * (count + 8), reader.end - pos)
+        chunks = window // 6
+        if chunks == 0:
+            raise _Truncated
+        value = int.from_bytes(data[pos >> 3 : ((pos + window) >> 3) + 1], "little") >> (pos & 7)
+        bits = bin(value)[:1:-1].ljust(window, "0")  # least significant bit first
+        continuation = bits[5 : chunks * 6 : 6]
+        at = -1
+        ended = 0
+        while ended < count:
+            at = continuation.find("0", at + 1)
+            if at < 0:
+                break
+            ended += 1
+        if ended == count:
+            pos += (at + 1) * 6
+            break
+        pos += chunks * 6
+        count -= ended
+    reader.pos = pos
+
+
+def _short_record(
+    reader: _Reader, abbrev_id: int, abbrevs: list[Abbrev]
+) -> tuple[int, list[int], bytes]:
+    """A record as `_record` reads it, but an unabbreviated one with more than two
+    operands comes back without them (skipped by `_skip_vbr6`): for walks that need the
+    operands of short records only."""
+    if abbrev_id != 3:
+        return _record(reader, abbrev_id, abbrevs)
+    code = reader.vbr(6)
+    count = reader.vbr(6)
+    if count <= 2:
+        return code, [reader.vbr(6) for _ in range(count)], b""
+    _skip_vbr6(reader, count)
+    return code, [], b""
+
+
 def _skip_block(reader: _Reader) -> None:
     reader.align32()
     words = reader.read(32)
@@ -571,9 +617,13 @@ class IndexRecords:
         length word."""
 
 
-def read_index_records(data: bytes) -> IndexRecords:
+def read_index_records(data: bytes, *, decode_summary: bool = True) -> IndexRecords:
     """Take an individual index apart (see `IndexRecords`). Raises ValueError when `data`
     is not a well-formed index.
+
+    With `decode_summary` false, `summary` is None and only the module table is decoded
+    (the summary block is skipped by its length): what a key of the bytes as written
+    needs.
 
     Why: two indexes of one program can differ in bytes but not in meaning. Module paths
     differ (LLD's DTLTO names archive members after its process id: `lib.a(x.o at
@@ -595,7 +645,8 @@ def read_index_records(data: bytes) -> IndexRecords:
                 cuts.append((start, end >> 3))
             elif block_id == _GLOBALVAL_SUMMARY_BLOCK:
                 summary_bytes = data[start + 4 : end >> 3]
-                summary = _summary_records(_Block(reader, sub_width, inherited))
+                if decode_summary:
+                    summary = _summary_records(_Block(reader, sub_width, inherited))
                 cuts.append((start, end >> 3))
     except _Truncated:
         raise ValueError("truncated bitcode") from None

@@ -84,7 +84,7 @@ _F_DROPPED = (
     # LLD always uses sections per function and datum, and address-significance tables.
     "-ffunction-sections", "-fno-function-sections", "-fdata-sections",
     "-fno-data-sections", "-faddrsig", "-fno-addrsig",
-    # The PIC mode comes from the link (-pie, -shared), as in LLD: see `pic_mode`.
+    # The PIC mode comes from the link (-pie, -shared) or, for -r, the module, as in LLD.
     "-fno-pic", "-fno-PIC", "-fno-pie", "-fno-PIE",
     # Instrumentation happens at compile time; at link time these pick runtimes.
     "-fsanitize", "-fno-sanitize", "-fprofile-instr-generate", "-fno-profile-instr-generate",
@@ -188,11 +188,16 @@ class BackendFlags:
 
     __slots__ = ("flags", "opt_level", "pic", "split_dwarf")
 
-    def __init__(self, flags: list[str], opt_level: int, pic: bool, split_dwarf: bool) -> None:
+    def __init__(
+        self, flags: list[str], opt_level: int, pic: bool | None, split_dwarf: bool
+    ) -> None:
         self.flags = flags
         self.opt_level = opt_level
         self.pic = pic
-        """LLD would generate position-independent code (`-pie` or `-shared`)."""
+        """LLD would generate position-independent code (`-pie` or `-shared`); None for a
+        relocatable link (`-r`), where each module keeps the model it was compiled with
+        and `flags` name none: the backend's comes from the module
+        (`llvm/module_flags.py`)."""
         self.split_dwarf = split_dwarf
         """The link asks for split DWARF (`-gsplit-dwarf`, `--plugin-opt=dwo_dir=`)."""
 
@@ -267,22 +272,19 @@ def translate(
     except BadInput as err:
         line = linker_lines[max(linker.pos - 1, 0)] if linker_lines else 0
         raise BadInput(f"{where}line {line}: {err.message}") from None
-    if state.relocatable:
-        raise BadInput(
-            f"{where}cannot translate -r: a relocatable LTO link takes each module's own PIC"
-            " mode, which a clang backend cannot"
-        )
     level = _opt_level(state)
     if state.cgo is not None and state.cgo[0] != level:
         raise BadInput(
             f"{where}cannot translate {state.cgo[1]!r}: clang's backend generates code at the"
             f" level of -O{level} and has no separate codegen level"
         )
-    pic = _is_pic(state)
+    pic = None if state.relocatable else _is_pic(state)
     head = [f"-O{level}"]
     if lld_defaults:
         head += LLD_CODEGEN_DEFAULTS
-    head += ["-fpic" if pic else "-fno-pic", QUIET_UNUSED]
+    if pic is not None:  # -r: each module's own (`llvm/module_flags.py`), as in LLD
+        head.append("-fpic" if pic else "-fno-pic")
+    head.append(QUIET_UNUSED)
     if not state.pgo_warn:
         head += ["-mllvm", "-no-pgo-warn-mismatch"]
     return BackendFlags(head + state.flags, level, pic, state.split_dwarf)
