@@ -15,9 +15,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import Llvm, run_cli
 from dist_lto.llvm.module_flags import flag_for_levels, relocation_flag, relocation_levels
 from support import objcode
+from support.tools import Llvm, run_cli
 
 SOURCES = {
     "page.c": "int zone_count;\nint spare;\nint refill(int);\n"
