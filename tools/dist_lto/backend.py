@@ -28,7 +28,13 @@ import os
 
 from dist_lto import TYPE_CHECKING
 from dist_lto.errors import EXIT_INTERNAL, BadInput, DistLtoError
-from dist_lto.fsutil import remove_quietly, temp_path_for
+from dist_lto.fsutil import (
+    install,
+    remove_output,
+    remove_quietly,
+    scratch_path_for,
+    writes_through,
+)
 from dist_lto.llvm.bitcode import module_has_hash, read_index_modules
 
 if TYPE_CHECKING:
@@ -430,7 +436,7 @@ def run_backend(
             )  # fmt: skip
         if dwo and tmp_dwo:
             _finish_dwo(module, tmp, tmp_dwo, dwo, stderr)
-        os.replace(tmp, output)
+        install(tmp, output)
     finally:
         remove_private_dir(work)
         if work_dwo:
@@ -443,7 +449,7 @@ def _private_dir(path: str) -> str:
     temporary of its own, which it leaves behind when a stop signal catches it at the
     wrong moment (seen when a distributor stops its jobs); whatever it leaves in here
     goes with the directory."""
-    work = temp_path_for(path)
+    work = scratch_path_for(path)
     try:
         os.mkdir(work)
     except OSError as err:
@@ -479,7 +485,7 @@ def _finish_dwo(module: str, obj: str, tmp_dwo: str, dwo: str, stderr: bytes) ->
         # Nothing to split (no debug information): the declared output still has to exist.
         with open(tmp_dwo, "wb"):
             pass
-    os.replace(tmp_dwo, dwo)
+    install(tmp_dwo, dwo)
 
 
 def pass_through(module: str, output: str, dwo: str | None = None) -> None:
@@ -491,7 +497,7 @@ def pass_through(module: str, output: str, dwo: str | None = None) -> None:
     if problem:
         raise BadInput(f"{module}: not LLVM bitcode, and not an ELF object either: it {problem}")
     prepare_outputs(output, dwo)
-    tmp = temp_path_for(output)
+    tmp = scratch_path_for(output)
     try:
         try:
             os.link(module, tmp)
@@ -500,15 +506,15 @@ def pass_through(module: str, output: str, dwo: str | None = None) -> None:
                 while chunk := src.read(1 << 20):
                     dst.write(chunk)
         if dwo:
-            tmp_dwo = temp_path_for(dwo)
+            tmp_dwo = scratch_path_for(dwo)
             try:
                 with open(tmp_dwo, "wb"):
                     pass
-                os.replace(tmp_dwo, dwo)
+                install(tmp_dwo, dwo)
             except BaseException:
                 remove_quietly(tmp_dwo)
                 raise
-        os.replace(tmp, output)
+        install(tmp, output)
     except BaseException:
         remove_quietly(tmp)
         raise
@@ -524,4 +530,5 @@ def prepare_outputs(output: str, dwo: str | None) -> None:
             directory = os.path.dirname(path)
             if directory and not os.path.isdir(directory):
                 raise BadInput(f"{path}: its directory does not exist")
-            remove_quietly(path)
+            writes_through(path)  # refuses what cannot be written, before clang runs
+            remove_output(path)

@@ -1,11 +1,16 @@
-"""Writing outputs so that nothing half-written ever sits at a declared path.
+"""Writing outputs so that nothing half-written ever sits at a declared path, and
+nothing that is not ours is ever replaced.
 
 Every output goes to a temporary name in its final directory and is renamed
 into place only when complete; a killed process leaves at most a dot-file
-temporary, never a partial output. Standard library only.
+temporary, never a partial output. An output path that already exists as something
+other than a regular file (a character device such as `/dev/null`, a FIFO, a
+symbolic link) is not ours to replace: it is written through, as clang and `cp` do
+(`writes_through`), or refused in one line. Standard library only.
 """
 
 import os
+import stat  # imported by `os` itself: free
 
 from dist_lto.errors import BadInput, DistLtoError
 
@@ -19,20 +24,129 @@ def temp_path_for(path: str) -> str:
     return os.path.join(head, f".{tail}.tmp-{os.getpid()}-{os.urandom(4).hex()}")
 
 
+def scratch_path_for(path: str) -> str:
+    """A unique temporary name to write `path`'s content under: beside it (`temp_path_for`),
+    or in TMPDIR when `path` is written through (`writes_through`), whose directory
+    (`/dev`, `/proc/self/fd`) may not take new files."""
+    if writes_through(path):
+        scratch = os.environ.get("TMPDIR") or "/tmp"
+        return temp_path_for(os.path.join(scratch, os.path.basename(path)))
+    return temp_path_for(path)
+
+
+def writes_through(path: str) -> bool:
+    """Whether `path` is to be written through rather than replaced by a rename.
+
+    False: it does not exist or is a regular file (ours to replace atomically). True: it
+    is a character device, a FIFO with a reader, or a symbolic link to one of those or
+    to a regular file; writing opens it, as clang and `cp` do, and never replaces it.
+    Anything else cannot be written either way and is refused (BadInput): a directory,
+    a block device, a socket, a FIFO nobody reads (writing would block), a symbolic
+    link to nothing."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return False  # absent, or unreachable: the rename reports it
+    if stat.S_ISREG(mode):
+        return False
+    if stat.S_ISDIR(mode):
+        raise BadInput(f"{path}: is a directory, not a file to write")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError as err:
+        raise BadInput(f"{path}: {_cannot_write_through(path, err)}") from None
+    try:
+        target = os.fstat(fd).st_mode
+    finally:
+        os.close(fd)
+    if stat.S_ISCHR(target) or stat.S_ISFIFO(target) or stat.S_ISREG(target):
+        return True
+    raise BadInput(f"{path}: is {_kind(target)}, not a file to write")
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    return "not a regular file"
+
+
+def _cannot_write_through(path: str, err: OSError) -> str:
+    import errno  # only on this path: `dist-lto opt` imports this module per action
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "is a symbolic link to nothing, not a file to write"
+    if stat.S_ISFIFO(mode) and err.errno == errno.ENXIO:
+        return "is a FIFO that nobody reads: writing it would block"
+    if not stat.S_ISREG(mode) and not stat.S_ISCHR(mode) and not stat.S_ISFIFO(mode):
+        return f"is {_kind(mode)}, not a file to write"
+    return f"cannot write: {err.strerror}"
+
+
+def write_through(source: str, path: str) -> None:
+    """Copy the complete file `source` into the existing `path` (see `writes_through`),
+    then remove `source`."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError as err:
+        raise BadInput(f"{path}: {_cannot_write_through(path, err)}") from None
+    try:
+        os.set_blocking(fd, True)
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            os.ftruncate(fd, 0)
+        with open(source, "rb") as src:
+            while chunk := src.read(1 << 20):
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(fd, view) :]
+    except OSError as err:
+        raise write_failure(err, path) from None
+    finally:
+        os.close(fd)
+    remove_quietly(source)
+
+
+def install(source: str, path: str) -> None:
+    """Put the complete file `source` at `path`: renamed into place, or written through
+    a device, FIFO or symbolic link that `path` already is (`writes_through`)."""
+    if writes_through(path):
+        write_through(source, path)
+    else:
+        os.replace(source, path)
+
+
+def remove_output(path: str) -> None:
+    """Remove an output at `path` (an earlier run's, so that a failure now cannot leave it
+    looking fresh, or this run's, when it stops) if it is a regular file: a device, FIFO
+    or symbolic link is not ours to remove."""
+    try:
+        if stat.S_ISREG(os.lstat(path).st_mode):
+            os.unlink(path)
+    except OSError:
+        pass
+
+
 class atomic_output:
-    """Yield a temporary path to write; rename it to `path` on success, remove it on failure."""
+    """Yield a temporary path to write; put it at `path` on success (`install`), remove
+    it on failure."""
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.tmp = temp_path_for(path)
+        self.tmp = ""
 
     def __enter__(self) -> str:
+        self.tmp = scratch_path_for(self.path)  # refuses what cannot be written, before any work
         return self.tmp
 
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         if exc_type is None:
             try:
-                os.replace(self.tmp, self.path)
+                install(self.tmp, self.path)
                 return
             except BaseException:
                 remove_quietly(self.tmp)
@@ -68,6 +182,9 @@ def move(source: str, final: str) -> None:
     temporary name beside `final` and rename that, then remove `source`."""
     import errno
 
+    if not os.path.isdir(source) and writes_through(final):
+        write_through(source, final)
+        return
     try:
         os.rename(source, final)
         return

@@ -9,7 +9,10 @@ complete (`WholeWriter`), not through a temporary name and a rename
 
 import os
 
-_CREATE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+from dist_lto.fsutil import write_through, writes_through
+
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NONBLOCK
+"""O_NONBLOCK: a FIFO in the way with nobody reading it fails (ENXIO), never blocks."""
 _TMPFILE = getattr(os, "O_TMPFILE", 0)
 
 
@@ -23,7 +26,8 @@ def _write_all(fd: int, data: bytes) -> None:
 
 def write_direct(path: str, data: bytes, dir_fd: int | None = None) -> None:
     """Write `path` in place: only for what is complete as soon as it exists (an empty
-    file), or a temporary name."""
+    file), or a temporary name. An existing device, FIFO or symbolic link is written
+    through, never replaced."""
     fd = os.open(path, _CREATE, 0o666, dir_fd=dir_fd)
     try:
         _write_all(fd, data)
@@ -42,6 +46,8 @@ class WholeWriter:
     exists already, no `O_TMPFILE` or `/proc`) it writes `.NAME.tmp-PID-RANDOM` and
     renames. Names are relative to a descriptor of the current directory: plans come
     grouped by directory, and one descriptor at a time bounds the ones held open.
+    A path that exists as something other than a regular file (a device, a FIFO, a
+    symbolic link) is written through, never replaced (`fsutil.writes_through`).
     """
 
     def __init__(self) -> None:
@@ -71,6 +77,9 @@ class WholeWriter:
         tmp = f".{name}{self.suffix}"
         try:
             write_direct(tmp, data, dir_fd)
+            if writes_through(path):
+                write_through(f"{head}/{tmp}" if head else tmp, path)
+                return
             os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         except BaseException:
             try:  # noqa: SIM105 (contextlib.suppress would cost the import this module avoids)

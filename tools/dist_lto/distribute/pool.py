@@ -20,7 +20,7 @@ from dist_lto.distribute.compilers import WorkerCompiler
 from dist_lto.distribute.reporting import Status
 from dist_lto.distribute.tiers import Child
 from dist_lto.errors import EXIT_INTERNAL, DistLtoError
-from dist_lto.fsutil import remove_quietly
+from dist_lto.fsutil import remove_output
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -133,7 +133,7 @@ class Pool:
         and a linker that was killed cannot remove them any more."""
         for job in self.order[: self.next]:
             for output in job.outputs:
-                remove_quietly(output)
+                remove_output(output)
 
     def _stop_children(self, signum: int) -> None:
         """Called with the lock held."""

@@ -30,7 +30,7 @@ import os
 
 from dist_lto.backend import object_problem
 from dist_lto.formats.jsonio import loads
-from dist_lto.fsutil import remove_quietly, temp_path_for
+from dist_lto.fsutil import install, remove_quietly, scratch_path_for
 
 LAYOUT = "v2"
 """v2: entries carry their outputs' sums (v1 entries had none and are never read)."""
@@ -99,7 +99,7 @@ class ResultCache:
                 problem = f"it holds {len(sums)} outputs, the job has {len(outputs)}"
             else:
                 for i, output in enumerate(outputs):
-                    tmp = temp_path_for(output)
+                    tmp = scratch_path_for(output)
                     temps.append(tmp)
                     if _copy(os.path.join(entry, str(i)), tmp) != sums[i]:
                         problem = f"output {i} differs from its recorded size and SHA-256"
@@ -121,7 +121,7 @@ class ResultCache:
         done = 0
         try:
             for tmp, output in zip(temps, outputs, strict=True):
-                os.replace(tmp, output)
+                install(tmp, output)
                 done += 1
         except BaseException:
             _remove_all(temps[done:])

@@ -15,7 +15,7 @@ import time
 from dist_lto import TYPE_CHECKING
 from dist_lto.backend import check_primary, run_backend
 from dist_lto.distribute.reporting import Outcome, Status
-from dist_lto.fsutil import remove_quietly
+from dist_lto.fsutil import remove_output
 
 if TYPE_CHECKING:
     import threading
@@ -168,7 +168,7 @@ class Tiers:
 
     def _run_local(self, job: Job, compiler: WorkerCompiler, child: Child) -> tuple[Status, bytes]:
         for extra in job.outputs[1:]:
-            remove_quietly(extra)
+            remove_output(extra)
         try:
             warnings = run_backend(
                 self.files.args + job.args_without_output(),
@@ -179,7 +179,7 @@ class Tiers:
             )
         except BaseException:
             for extra in job.outputs[1:]:
-                remove_quietly(extra)
+                remove_output(extra)
             raise
         finally:
             child.ended()

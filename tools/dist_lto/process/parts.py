@@ -19,7 +19,7 @@ from typing import BinaryIO
 import orjson
 
 from dist_lto.errors import DistLtoError
-from dist_lto.fsutil import write_failure
+from dist_lto.fsutil import remove_output, write_failure
 
 _GO = b"g"
 
@@ -98,10 +98,10 @@ class _Worker:
 
 
 def remove_files(paths: list[str]) -> None:
-    """Remove what a failed run wrote; files already gone are fine."""
+    """Remove what a failed run wrote; files already gone are fine, and what is not a
+    regular file (a device or FIFO written through) stays (`fsutil.remove_output`)."""
     for path in paths:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+        remove_output(path)
 
 
 def run(

@@ -33,7 +33,7 @@ from dist_lto.distribute.remote.settings import RemoteSettings
 from dist_lto.distribute.reporting import Status
 from dist_lto.errors import BadInput
 from dist_lto.formats.jobfile import Job, JobFile
-from dist_lto.fsutil import remove_quietly
+from dist_lto.fsutil import remove_output
 
 EXECUTE_TIMEOUT = 3600.0
 """Seconds one Execute call may wait for its action (queueing included)."""
@@ -90,7 +90,7 @@ class RemoteExecutor(RemoteResults):
                 )
         prepare_outputs(job.output, None)  # a failure now must not leave an old one
         for extra in job.outputs[1:]:
-            remove_quietly(extra)
+            remove_output(extra)
         inputs = list(dict.fromkeys([*self.files.inputs, *job.inputs]))
         tree = build_tree(inputs, self.digests)
         output_paths = sorted("/".join(parts) for parts in outputs)

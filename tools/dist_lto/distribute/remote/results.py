@@ -20,7 +20,7 @@ from dist_lto.distribute.remote.protos import re_pb2
 from dist_lto.distribute.remote.settings import RemoteSettings
 from dist_lto.errors import EXIT_INTERNAL, BadInput
 from dist_lto.formats.jobfile import Job, JobFile
-from dist_lto.fsutil import remove_quietly, temp_path_for
+from dist_lto.fsutil import install, remove_quietly, scratch_path_for
 
 
 class RemoteResults:
@@ -142,7 +142,7 @@ class RemoteResults:
                 directory = os.path.dirname(path)
                 if directory and not os.path.isdir(directory):
                     raise BadInput(f"{path}: its directory does not exist")
-                tmp = temp_path_for(path)
+                tmp = scratch_path_for(path)
                 temps.append((tmp, path))
                 with open(tmp, "wb") as f:
                     f.write(entry.contents or data.get(key(entry.digest), b""))
@@ -155,8 +155,8 @@ class RemoteResults:
                     status=EXIT_INTERNAL, detail=stderr.decode(errors="replace"),
                 )  # fmt: skip
             for tmp, path in temps[1:]:
-                os.replace(tmp, path)
-            os.replace(*temps[0])  # the object last: it is what says the job is done
+                install(tmp, path)
+            install(*temps[0])  # the object last: it is what says the job is done
         except BaseException:
             for tmp, _ in temps:
                 remove_quietly(tmp)
