@@ -30,6 +30,7 @@ from dist_lto import TYPE_CHECKING
 from dist_lto.errors import EXIT_INTERNAL, BadInput, DistLtoError
 from dist_lto.fsutil import (
     install,
+    read_input,
     remove_output,
     remove_quietly,
     scratch_path_for,
@@ -55,11 +56,7 @@ class BackendFailed(DistLtoError):
 
 
 def read_head(path: str, what: str, size: int = 64) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read(size)
-    except OSError as err:
-        raise BadInput(f"{path}: cannot read {what}: {err.strerror}") from None
+    return read_input(path, what, size)
 
 
 def exit_status(wait_status: int) -> int:

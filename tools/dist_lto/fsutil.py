@@ -154,11 +154,38 @@ class atomic_output:
         remove_quietly(self.tmp)
 
 
-def read_input(path: str, what: str) -> bytes:
-    """The whole file at `path`; one that cannot be read is bad input naming it as `what`."""
+_INPUT_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device",
+                stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket",
+                stat.S_IFDIR: "a directory"}  # fmt: skip
+
+
+def open_input(path: str, what: str) -> int:
+    """A descriptor of the regular file at `path`, to read as `what`; anything else is bad
+    input in one line, at once: a FIFO would block the read and a device never end it
+    (opened without waiting, so a FIFO with no writer does not block the open)."""
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError as err:
+        raise BadInput(f"{path}: cannot read {what}: {err.strerror}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError as err:
+        os.close(fd)
+        raise BadInput(f"{path}: cannot read {what}: {err.strerror}") from None
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = _INPUT_KINDS.get(stat.S_IFMT(mode), "not a regular file")
+        raise BadInput(f"{path}: is {kind}, not a {what} (only regular files are read)")
+    return fd
+
+
+def read_input(path: str, what: str, size: int = -1) -> bytes:
+    """The whole file at `path` (its first `size` bytes when given); one that cannot be
+    read, or is not a regular file (`open_input`), is bad input naming it as `what`."""
+    fd = open_input(path, what)
+    try:
+        with open(fd, "rb") as f:
+            return f.read(size)
     except OSError as err:
         raise BadInput(f"{path}: cannot read {what}: {err.strerror}") from None
 

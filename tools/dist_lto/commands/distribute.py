@@ -14,7 +14,7 @@ from dist_lto import TYPE_CHECKING
 from dist_lto.backend import stop_with_parent
 from dist_lto.cli import argument_parser, parse, scan
 from dist_lto.distribute.reporting import PROG, Reporter, progress_terminal
-from dist_lto.distribute.session import check_module_paths, run_jobs
+from dist_lto.distribute.session import check_inputs_are_files, check_module_paths, run_jobs
 from dist_lto.distribute.settings import Options, Settings, add_local_options, add_report_options
 from dist_lto.formats.jobfile import read_job_file
 
@@ -197,6 +197,7 @@ def main(argv: list[str]) -> int:
         os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     files = read_job_file(opts.job_file)
     check_module_paths(files)
+    check_inputs_are_files(files)
     reporter = Reporter(
         len(files.jobs),
         verbose=settings.verbose,

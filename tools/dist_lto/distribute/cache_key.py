@@ -25,7 +25,7 @@ from dist_lto.distribute.result_cache import LAYOUT
 from dist_lto.errors import BadInput
 from dist_lto.formats.jobfile import Job, JobFile
 from dist_lto.formats.jsonio import loads
-from dist_lto.fsutil import write_atomic
+from dist_lto.fsutil import open_input, read_input, write_atomic
 from dist_lto.llvm.bitcode import read_index_records
 from dist_lto.llvm.summary import canonical_summary
 from dist_lto.llvm.toolchain import which
@@ -194,21 +194,20 @@ class KeyMaker:
             for i, path in enumerate(job.inputs):
                 digest = index_digest(path, names) if i == 1 else self._digest(path)
                 h.update(b"j%d:" % i + digest)
-        except OSError:
+        except (OSError, BadInput):  # unreadable or not a regular file: no key
             return None
         return h.hexdigest()
 
     def _digest(self, path: str) -> bytes:
         digest = self._digests.get(path)
         if digest is None:
-            with open(path, "rb") as f:
+            with open(open_input(path, "job input"), "rb") as f:
                 digest = hashlib.file_digest(f, "sha256").digest()
             self._digests[path] = digest
         return digest
 
     def _index_digest(self, path: str, names: dict[str, str]) -> bytes:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = read_input(path, "ThinLTO index")
         try:
             index = read_index_records(data)
         except ValueError:

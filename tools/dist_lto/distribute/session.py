@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import _signal
 import os
+import stat
 import threading
 
 from dist_lto import TYPE_CHECKING, backend
@@ -19,7 +20,7 @@ from dist_lto.distribute.pool import Pool
 from dist_lto.distribute.relocation import with_module_models
 from dist_lto.distribute.tiers import Tiers
 from dist_lto.errors import BadInput, DistLtoError
-from dist_lto.fsutil import remove_quietly
+from dist_lto.fsutil import open_input, remove_quietly
 
 if TYPE_CHECKING:
     from dist_lto.distribute.cache_key import KeyMaker
@@ -112,6 +113,24 @@ def check_module_paths(files: JobFile) -> None:
                     " (llvm-project issue 194318): give the object an ASCII path, or link"
                     " with in-process ThinLTO"
                 )
+
+
+def check_inputs_are_files(files: JobFile) -> None:
+    """Refuse a job file naming an input that is not a regular file (a FIFO would block
+    the compiler reading it, a device never end it) before any backend runs. Missing
+    inputs are left to the job that needs them (its compiler names them)."""
+    seen: set[str] = set()
+    for job in files.jobs:
+        for path in [*files.inputs, *job.inputs]:
+            if path in seen:
+                continue
+            seen.add(path)
+            try:
+                mode = os.stat(path).st_mode
+            except OSError:
+                continue
+            if not stat.S_ISREG(mode):
+                open_input(path, "job input")  # raises, naming what it is
 
 
 def _remove_linker_temporaries(files: JobFile, pid: int) -> None:

@@ -13,6 +13,7 @@ Standard library only, no `struct`: this runs once per backend action.
 
 from dist_lto import TYPE_CHECKING
 from dist_lto.errors import BadInput
+from dist_lto.fsutil import read_input
 
 BITCODE_MAGIC = b"BC\xc0\xde"
 WRAPPER_MAGIC = b"\xde\xc0\x17\x0b"
@@ -575,11 +576,7 @@ def _summary_flags(block: _Block) -> int:
 
 def read_index_modules(path: str) -> IndexModules:
     """The module table of the index file at `path`; a bad file is bad input naming it."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as err:
-        raise BadInput(f"{path}: cannot read ThinLTO index: {err.strerror}") from None
+    data = read_input(path, "ThinLTO index")
     if not data:
         raise BadInput(
             f"{path}: ThinLTO index is empty (0 bytes): clang would silently compile the module"

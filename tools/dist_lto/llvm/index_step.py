@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.formats.response_file import response_file
-from dist_lto.fsutil import write_atomic
+from dist_lto.fsutil import read_input, write_atomic
 from dist_lto.llvm.bitcode import is_bitcode
 from dist_lto.path_spelling import climb, is_plain, norm
 
@@ -98,11 +98,7 @@ def is_raw_linker(command: list[str]) -> bool:
 
 def is_bitcode_file(path: str) -> bool:
     """Whether `path` starts with a bitcode magic; an unreadable file is bad input."""
-    try:
-        with open(path, "rb") as f:
-            return is_bitcode(f.read(4))
-    except OSError as err:
-        raise BadInput(f"{path}: cannot read object: {err.strerror}") from None
+    return is_bitcode(read_input(path, "object", 4))
 
 
 def run(command: list[str], line: list[str], layout: Layout) -> None:

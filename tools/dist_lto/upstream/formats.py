@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.formats import jsonio
 from dist_lto.formats.response_file import response_file
+from dist_lto.fsutil import read_input
 
 META_LINES = 7
 INDEX_SUFFIX = ".thinlto.bc"
@@ -67,9 +68,8 @@ def read_upstream_meta(path: str) -> UpstreamMeta:
     """Upstream's meta file: 7 lines per input (path, index output, plan output, index,
     archive name, archive plan, archive index directory), then an empty line."""
     try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().split("\n")
-    except (OSError, UnicodeDecodeError) as err:
+        lines = read_input(path, "upstream meta file").decode().split("\n")
+    except UnicodeDecodeError as err:
         raise BadInput(f"{path}: cannot read upstream meta file: {err}") from None
     if lines and lines[-1] == "":
         lines.pop()  # the last line's newline
@@ -134,9 +134,8 @@ def split_index_command(command: list[str]) -> IndexCommand:
 def read_argsfile(path: str) -> list[str]:
     """Buck2's argument file: one argument per line, as written."""
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as err:
+        text = read_input(path, "index argument file").decode()
+    except UnicodeDecodeError as err:
         raise BadInput(f"{path}: cannot read the index argument file: {err}") from None
     return [line for line in text.split("\n") if line]
 

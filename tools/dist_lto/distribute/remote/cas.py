@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from dist_lto.distribute.remote.connection import Connection, RemoteFailed
 from dist_lto.distribute.remote.protos import bs_pb2, code_pb2, re_pb2
 from dist_lto.errors import BadInput
+from dist_lto.fsutil import open_input
 
 CHUNK = 1 << 20
 """ByteStream chunk size."""
@@ -58,7 +59,7 @@ class FileDigests:
             if known is not None:
                 return known, executable
             h = hashlib.sha256()
-            with open(path, "rb") as f:
+            with open(open_input(path, "input"), "rb") as f:
                 while chunk := f.read(CHUNK):
                     h.update(chunk)
         except OSError as err:
