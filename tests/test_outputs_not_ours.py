@@ -9,6 +9,7 @@ break the machine.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -194,3 +195,80 @@ def test_plan_onto_device_outputs_leaves_the_devices(captured: Path) -> None:
     done = run_cli(["plan", "--replay", "meta.json"], cwd=captured)
     assert done.returncode == 0, done.stderr
     assert all(is_null_node(path) for path in outputs)
+
+
+# ---------------------------------------------------------------------------------
+# No output is an input, no two outputs one path: refused before any work
+
+
+def upstream_plan_link(tmp_path: Path, llvm: Llvm) -> list[str]:
+    """A two-object link in upstream's formats (meta `up.meta`); returns the
+    `upstream plan` arguments that plan it into `out/`."""
+    for name, text in (("main", "int f(void); int main(void){return f();}"),
+                       ("f", "int f(void){return 1;}")):  # fmt: skip
+        (tmp_path / f"{name}.c").write_text(text)
+        subprocess.run([llvm.clang, "-flto=thin", "-O2", "-c", f"{name}.c"], cwd=tmp_path,
+                       check=True)  # fmt: skip
+    entries = ["main.o", "out/main.o.thinlto.bc", "out/main.plan", "0", "", "", "",
+               "f.o", "out/f.o.thinlto.bc", "out/f.plan", "1", "", "", ""]  # fmt: skip
+    (tmp_path / "up.meta").write_text("\n".join(entries) + "\n\n")
+    (tmp_path / "x.thinlto_index_argsfile").write_text("main.o\nf.o\n")
+    return ["upstream", "plan", "--meta", "up.meta", "--index", "idx", "--link-plan",
+            "lp.json", "--final-link-index", "fli", "--", llvm.clang, "-fuse-ld=lld",
+            "@x.thinlto_index_argsfile", "-o", "prog"]  # fmt: skip
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_upstream_plan_of_the_sample_link_succeeds(tmp_path: Path, llvm: Llvm) -> None:
+    done = run_cli(upstream_plan_link(tmp_path, llvm), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out" / "main.plan").exists() and (tmp_path / "lp.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "collides"),
+    [("--link-plan", "up.meta", "--meta"),
+     ("--final-link-index", "./main.o", "object 0 (line 1)"),
+     ("--link-plan", "x.thinlto_index_argsfile", "the index argument file"),
+     ("--final-link-index", "out/f.plan", "the plan of object 1 (line 8)"),
+     ("--link-plan", "fli", "--final-link-index")],
+)  # fmt: skip
+def test_upstream_plan_refuses_an_output_at_an_input_or_another_output(
+    tmp_path: Path, llvm: Llvm, option: str, value: str, collides: str
+) -> None:
+    args = upstream_plan_link(tmp_path, llvm)
+    args[args.index(option) + 1] = value
+    before = snapshot(tmp_path)
+    done = run_cli(args, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "names the same file as" in line and collides in line, line
+    assert snapshot(tmp_path) == before
+
+
+def test_distribute_refuses_a_trace_at_its_job_file_an_input_or_an_output(
+    tmp_path: Path, small_dtlto: DtltoLink
+) -> None:
+    root = small_dtlto.clone(tmp_path / "link")
+    job = json.loads((root / small_dtlto.job_file).read_text())["jobs"][0]
+    for trace, collides in [(small_dtlto.job_file, "the job file"),
+                            (job["inputs"][0], "an input of job"),
+                            (job["outputs"][0], "an output of job")]:  # fmt: skip
+        before = snapshot(root)
+        done = run_cli(["distribute", "--no-cache", "--quiet", f"--trace=./{trace}",
+                        small_dtlto.job_file], cwd=root)  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        assert f"names the same file as {collides}" in done.stderr
+        assert snapshot(root) == before
+
+
+def test_inspect_refuses_an_output_at_its_meta_or_another_output(captured: Path) -> None:
+    before = snapshot(captured)
+    for args in (["--dot", "meta.json"], ["--svg", "g", "--html", "./g"]):
+        done = run_cli(["inspect", "meta.json", *args], cwd=captured)
+        assert done.returncode == 2, done.stderr
+        assert "names the same file as" in done.stderr
+    assert snapshot(captured) == before

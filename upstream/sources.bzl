@@ -61,6 +61,7 @@ DIST_LTO_SOURCES = [
     "dist_lto/llvm/module_flags.py",
     "dist_lto/llvm/summary.py",
     "dist_lto/llvm/toolchain.py",
+    "dist_lto/output_paths.py",
     "dist_lto/path_spelling.py",
     "dist_lto/planning/__init__.py",
     "dist_lto/planning/modules.py",

@@ -16,7 +16,8 @@ from dist_lto.cli import argument_parser, parse, scan
 from dist_lto.distribute.reporting import PROG, Reporter, progress_terminal
 from dist_lto.distribute.session import check_inputs_are_files, check_module_paths, run_jobs
 from dist_lto.distribute.settings import Options, Settings, add_local_options, add_report_options
-from dist_lto.formats.jobfile import read_job_file
+from dist_lto.formats.jobfile import JobFile, read_job_file
+from dist_lto.output_paths import refuse_overlaps
 
 if TYPE_CHECKING:
     import argparse
@@ -187,6 +188,16 @@ def parse_args(argv: list[str]) -> Options:
     return parse(argv, _parse_fast, build_parser, Options)
 
 
+def _files_of(files: JobFile) -> list[tuple[str, str]]:
+    """The job file, every input and every output it names, described for a message."""
+    named = [("the job file", files.path)]
+    named += [("a common input", path) for path in files.inputs]
+    for job in files.jobs:
+        named += [(f"an input of job {job.number + 1}", path) for path in job.inputs]
+        named += [(f"an output of job {job.number + 1}", path) for path in job.outputs]
+    return named
+
+
 def main(argv: list[str]) -> int:
     stop_with_parent()
     opts = parse_args(argv)
@@ -198,6 +209,8 @@ def main(argv: list[str]) -> int:
     files = read_job_file(opts.job_file)
     check_module_paths(files)
     check_inputs_are_files(files)
+    if settings.trace is not None:
+        refuse_overlaps([("--trace", settings.trace)], _files_of(files))
     reporter = Reporter(
         len(files.jobs),
         verbose=settings.verbose,

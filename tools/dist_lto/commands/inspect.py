@@ -13,6 +13,7 @@ import argparse
 import sys
 
 from dist_lto.fsutil import write_atomic
+from dist_lto.output_paths import refuse_overlaps
 from dist_lto.report import drawing, html, model, text
 
 
@@ -71,6 +72,10 @@ def main(argv: list[str]) -> int:
         parser.error("--top must be at least 1")
     if args.depth < 1:
         parser.error("--depth must be at least 1")
+    refuse_overlaps(
+        [(f"--{name}", getattr(args, name)) for name in ("dot", "svg", "html")],
+        [("the meta file", args.meta)],
+    )
     link = model.load(args.meta)
     focus = link.find(args.focus) if args.focus else None
     around = model.neighbourhood(link, focus, args.depth) if focus is not None else None

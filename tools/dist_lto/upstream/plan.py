@@ -41,6 +41,7 @@ from dist_lto.formats.manifest import manifest_bytes
 from dist_lto.formats.meta import ArchiveInput, Group, Linkable, Meta, ObjectInput, parse_meta
 from dist_lto.fsutil import move, write_atomic
 from dist_lto.llvm.index_step import is_bitcode_file, is_raw_linker
+from dist_lto.output_paths import refuse_overlaps
 from dist_lto.planning import planner as ours
 from dist_lto.upstream import formats
 from dist_lto.upstream.formats import (
@@ -351,12 +352,29 @@ def main(argv: list[str]) -> int:
     up = read_upstream_meta(opts.meta)
     cmd = split_index_command(opts.command)
     line = read_argsfile(cmd.argsfile)
+    check_outputs(opts, up, cmd)
     scratch = _scratch_dir()
     try:
         run(opts, up, cmd, line, scratch)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return 0
+
+
+def check_outputs(opts: Options, up: UpstreamMeta, cmd: IndexCommand) -> None:
+    """Refuse, before any work, an output that names an input or another output."""
+    inputs = [("--meta", opts.meta), ("the index argument file", cmd.argsfile)]
+    inputs += [(f"object {o.index} (line {o.line})", o.path) for o in up.objects.values()]
+    inputs += [(f"a member of archive {a.index} (line {a.line})", member)
+               for a in up.archives.values() for member in a.members]  # fmt: skip
+    outputs = [("--link-plan", opts.link_plan), ("--final-link-index", opts.final_link_index),
+               ("the index list", posixpath.join(opts.index, "index"))]  # fmt: skip
+    for o in up.objects.values():
+        outputs.append((f"the plan of object {o.index} (line {o.line})", o.plan_output))
+        outputs.append((f"the index of object {o.index} (line {o.line})", o.index_output))
+    outputs += [(f"the plan of archive {a.index} (line {a.line})", a.plan_output)
+                for a in up.archives.values()]  # fmt: skip
+    refuse_overlaps(outputs, inputs)
 
 
 def lazy_manifest_dirs(scratch: str, index_dir: str) -> tuple[str, str]:
