@@ -184,3 +184,25 @@ def test_help_shows_the_command_next_to_plan() -> None:
     for text in ("dist-lto plan meta.json -- clang", "dist-lto link meta.json -- clang",
                  "--trace", "--quiet", "--compiler", "--cache-dir"):  # fmt: skip
         assert text in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("plan", "key", "value"),
+    [("out/archive-plans/0.json", "opt_object", "/tmp/escaped.o"),
+     ("out/archive-plans/0.json", "opt_object", "../../../../escaped.o"),
+     ("out/archive-plans/0.json", "index_file", "../../../../meta.json"),
+     ("out/plans/0.json", "opt_output", "obj/fast.o")],
+)  # fmt: skip
+def test_a_plan_cannot_direct_an_output_outside_its_directory_or_onto_an_input(
+    captured: Path, llvm: Llvm, dist_lto_cmd: list[str], plan: str, key: str, value: str
+) -> None:
+    document = json.loads((captured / plan).read_text())
+    (document["members"][0] if "members" in document else document)[key] = value
+    (captured / plan).write_text(json.dumps(document))
+    before = sorted(str(p) for p in captured.rglob("*"))
+    done = link(dist_lto_cmd, captured, "--no-cache", command=clang_link(llvm))
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"dist-lto link: error: {plan}: "), line
+    assert sorted(str(p) for p in captured.rglob("*")) == before
+    assert not Path("/tmp/escaped.o").exists()

@@ -150,12 +150,18 @@ def planned_backends(meta: Meta) -> list[tuple[str, str, list[str], str]]:
         for _, plan in archive_plans
         for member in plan["members"]
     }
+    declared = {obj.plan_output: obj.opt_output for obj in meta.objects()}
     backends = []
     for path, plan in object_plans:
         if not plan["is_bitcode"]:
             continue
         if plan["index_file"] is None:
             raise BadInput(f"{path}: a bitcode object without an index_file")
+        if plan["opt_output"] != declared[path]:
+            raise BadInput(
+                f"{path}: /opt_output {plan['opt_output']!r} is not the meta file's"
+                f" opt_output {declared[path]!r} for this object"
+            )
         imports = _imports(plan, objects, members, path)
         backends.append((plan["path"], plan["index_file"], imports, plan["opt_output"]))
     for path, archive_plan in archive_plans:
@@ -165,11 +171,21 @@ def planned_backends(meta: Meta) -> list[tuple[str, str, list[str], str]]:
             where = f"{path}: /members/{i}"
             if member["index_file"] is None or member["opt_object"] is None:
                 raise BadInput(f"{where}: a member to optimise needs index_file and opt_object")
+            _inside(member["index_file"], f"{where}/index_file")
+            _inside(member["opt_object"], f"{where}/opt_object")
             index = os.path.join(archive_plan["index_dir"], member["index_file"])
             output = os.path.join(archive_plan["opt_objects_dir"], member["opt_object"])
             imports = _imports(member, objects, members, where)  # type: ignore[arg-type]
             backends.append((member["input"], index, imports, output))
     return backends
+
+
+def _inside(path: str, where: str) -> None:
+    """A path a plan names below one of its directories must stay below it: relative,
+    never climbing out (`..`), so that a plan cannot direct a write elsewhere."""
+    normal = os.path.normpath(path)
+    if os.path.isabs(path) or normal in (".", "..") or normal.startswith("../"):
+        raise BadInput(f"{where}: {path!r} is absolute or leaves its directory")
 
 
 def _flag_files(flags: list[str]) -> list[str]:
