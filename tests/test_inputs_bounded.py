@@ -17,10 +17,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import DtltoLink, Llvm
 from dist_lto.errors import BadInput
 from dist_lto.upstream.formats import read_argsfile, read_upstream_meta
+from support.links import DtltoLink
 from support.opt_command import opt_command
+from support.tools import Llvm
 
 ZERO = os.makedev(1, 5)
 TIMEOUT = 60

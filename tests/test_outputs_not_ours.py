@@ -16,11 +16,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import DtltoLink, Llvm, run_cli
 from dist_lto.errors import BadInput
 from dist_lto.fsutil import atomic_output, write_atomic, writes_through
 from dist_lto.whole_files import WholeWriter
+from support.links import DtltoLink
 from support.opt_command import opt_command
+from support.tools import Llvm, run_cli
 
 NULL = os.makedev(1, 3)
 NO_SUCH_DISK = os.makedev(250, 250)
