@@ -348,3 +348,19 @@ def test_upstream_plan_errors_name_the_users_meta_file_and_its_line(
     assert result.returncode == 2
     assert result.stderr.startswith("dist-lto upstream: error: up.meta: line 8 (object 1):")
     assert "not ASCII" in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize("index", [str(1 << 64), "-1"])
+def test_an_upstream_meta_index_beyond_64_bits_or_negative_is_bad_input(
+    tmp_path: Path, index: str
+) -> None:
+    entries = ["main.o", "out/main.o.thinlto.bc", "out/main.plan", index, "", "", ""]
+    (tmp_path / "up.meta").write_text("\n".join(entries) + "\n\n")
+    (tmp_path / "x.thinlto_index_argsfile").write_text("main.o\n")
+    result = run_cli(["upstream", "plan", "--meta", "up.meta", "--index", "idx", "--link-plan",
+                      "lp.json", "--final-link-index", "fli", "--", "clang", "-fuse-ld=lld",
+                      "@x.thinlto_index_argsfile", "-o", "prog"], cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == (
+        f"dist-lto upstream: error: up.meta: line 4: index {index!r} is not between 0 and 2**63-1"
+    )

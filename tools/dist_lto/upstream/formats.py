@@ -84,6 +84,8 @@ def read_upstream_meta(path: str) -> UpstreamMeta:
             index = int(idx)
         except ValueError:
             raise BadInput(f"{path}: line {at + 4}: index {idx!r} is not a number") from None
+        if not 0 <= index < 1 << 63:
+            raise BadInput(f"{path}: line {at + 4}: index {idx!r} is not between 0 and 2**63-1")
         if not obj:
             raise BadInput(f"{path}: line {at + 1}: empty object path")
         if index_out:
