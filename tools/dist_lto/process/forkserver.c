@@ -21,16 +21,19 @@
  *   server -> "E" + int32 errno                        the job could not be started
  * The server reaps a job only after the client has acknowledged its pid, so the pid
  * cannot be reused while the client opens a pidfd on it to stop it. The server exits
- * when the client closes the socket.
+ * when the client closes the socket; a job still running then is killed first, so a
+ * client that dies (a persistent worker killed with SIGKILL) leaves no compiler behind.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -93,14 +96,39 @@ static int wait_for_ack(int sock) {
   }
 }
 
-static void run_job(int sock, char *buffer, ssize_t size, int stderr_fd) {
+/* Wait until job `pid` ends (0, not reaped) or the client goes away or says anything
+ * while a job runs (-1): the job has no one left to report to. Without pidfds (Linux
+ * before 5.3) it only waits. */
+static int wait_or_client_gone(int sock, pid_t pid) {
+#ifdef SYS_pidfd_open
+  int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+  if (pidfd >= 0) {
+    struct pollfd fds[2] = {{pidfd, POLLIN, 0}, {sock, POLLIN, 0}};
+    int gone = 0;
+    for (;;) {
+      int ready = poll(fds, 2, -1);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready < 0) break;
+      if (fds[1].revents) gone = -1;
+      if (gone || fds[0].revents) break;
+    }
+    close(pidfd);
+    return gone;
+  }
+#endif
+  (void)sock;
+  (void)pid;
+  return 0;
+}
+
+/* Run one job; -1 when the client has gone meanwhile (stop serving). */
+static int run_job(int sock, char *buffer, ssize_t size, int stderr_fd) {
   int argc = 0;
   for (ssize_t i = 0; i < size; i++) argc += buffer[i] == '\0';
   char **argv = calloc((size_t)argc + 1, sizeof *argv);
   if (argv == NULL) {
     close(stderr_fd);
-    send_record(sock, 'E', ENOMEM);
-    return;
+    return send_record(sock, 'E', ENOMEM);
   }
   char *arg = buffer;
   for (int i = 0; i < argc; i++) {
@@ -117,15 +145,15 @@ static void run_job(int sock, char *buffer, ssize_t size, int stderr_fd) {
   int fork_errno = errno;
   close(stderr_fd);
   free(argv);
-  if (pid < 0) {
-    send_record(sock, 'E', fork_errno);
-    return;
-  }
+  if (pid < 0) return send_record(sock, 'E', fork_errno);
   int status = 0;
-  if (send_record(sock, 'P', pid) == 0) wait_for_ack(sock);
+  int client_gone = send_record(sock, 'P', pid) != 0 || wait_for_ack(sock) != 0;
+  if (!client_gone) client_gone = wait_or_client_gone(sock, pid) != 0;
+  if (client_gone) kill(pid, SIGKILL);
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  send_record(sock, 'S', status);
+  if (client_gone) return -1;
+  return send_record(sock, 'S', status);
 }
 
 static int serve(int sock) {
@@ -135,7 +163,7 @@ static int serve(int sock) {
     int stderr_fd = -1;
     ssize_t size = receive_job(sock, buffer, &stderr_fd);
     if (size <= 0) return size == 0 ? 0 : 1;
-    run_job(sock, buffer, size, stderr_fd);
+    if (run_job(sock, buffer, size, stderr_fd) != 0) return 1;
   }
 }
 
