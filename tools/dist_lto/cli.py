@@ -30,6 +30,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("commands.plan", "run or replay LLD's index step and write the optimisation plans"),
     "inspect": ("commands.inspect", "summarise a planned link; draw its import graph"),
     "opt": ("commands.opt", "run one ThinLTO backend strictly (a failure never exits 0)"),
+    "opt-worker": ("commands.opt_worker", "serve opt actions as a Buck2 persistent worker"),
     "distribute": ("commands.distribute", "parallel, strict, caching distributor for LLD's DTLTO"),
     "link": (
         "commands.link",
@@ -174,9 +175,7 @@ def run(name: str, argv: list[str]) -> int:
         module = __import__(module_name, fromlist=["main"])
         return module.main(argv)
     except DistLtoError as err:
-        print(f"dist-lto {name}: error: {err.message}", file=sys.stderr)
-        if err.detail:
-            sys.stderr.write(err.detail if err.detail.endswith("\n") else err.detail + "\n")
+        sys.stderr.write(error_report(name, err))
         return err.status
     except KeyboardInterrupt:
         return 130
@@ -189,12 +188,24 @@ def run(name: str, argv: list[str]) -> int:
     except Exception as err:
         if os.environ.get("DIST_LTO_DEBUG"):
             raise
-        print(
-            f"dist-lto {name}: internal error: {type(err).__name__}: {err}"
-            " (set DIST_LTO_DEBUG=1 for a traceback)",
-            file=sys.stderr,
-        )
+        sys.stderr.write(internal_error_report(name, err))
         return EXIT_INTERNAL
+
+
+def error_report(name: str, err: DistLtoError) -> str:
+    """What subcommand `name` prints for `err`: its one line, then the detail (a tool's
+    stderr). Also what the opt worker answers, so both ways print the same."""
+    text = f"dist-lto {name}: error: {err.message}\n"
+    if err.detail:
+        text += err.detail if err.detail.endswith("\n") else err.detail + "\n"
+    return text
+
+
+def internal_error_report(name: str, err: Exception) -> str:
+    return (
+        f"dist-lto {name}: internal error: {type(err).__name__}: {err}"
+        " (set DIST_LTO_DEBUG=1 for a traceback)\n"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,6 +27,9 @@ from dist_lto.llvm.flags import read_args_file, translate
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable
+
+    from dist_lto.backend import Runner
 
 PROG = "dist-lto opt"
 USAGE = """\
@@ -198,25 +201,51 @@ def check_outputs(opts: Options) -> None:
 
 def main(argv: list[str]) -> int:
     opts = parse_args(argv)
-    check_outputs(opts)
-    mode = split_dwarf_mode(opts)
-    bitcode = is_bitcode(read_head(opts.input, "module", 4))
-    if not bitcode:
-        if opts.print_command:
-            print(f"# {opts.input} is not LLVM bitcode: it is passed to {opts.out} unchanged")
-            return 0
-        pass_through(opts.input, opts.out, opts.dwo)
-        return 0
-    command = backend_command(opts, mode)
     if opts.print_command:
-        print(_quote_command(command + _output_flags(opts)))
+        print(describe(opts))
         return 0
-    check_primary(opts.input, opts.index)
-    stop_with_parent()
-    warnings = run_backend(command, module=opts.input, output=opts.out, dwo=opts.dwo)
+    warnings = execute(opts, before_run=stop_with_parent)
     if warnings:
         sys.stderr.buffer.write(warnings)
     return 0
+
+
+def describe(opts: Options) -> str:
+    """What `--print-command` prints: the backend command, or what happens to a
+    non-bitcode input; the same checks as `execute` before it."""
+    check_outputs(opts)
+    mode = split_dwarf_mode(opts)
+    if not is_bitcode(read_head(opts.input, "module", 4)):
+        return f"# {opts.input} is not LLVM bitcode: it is passed to {opts.out} unchanged"
+    return _quote_command(backend_command(opts, mode) + _output_flags(opts))
+
+
+def execute(
+    opts: Options,
+    *,
+    runner: "Runner | None" = None,
+    on_start: "Callable[[int], None] | None" = None,
+    before_run: "Callable[[], None] | None" = None,
+) -> bytes:
+    """Run the backend `opts` ask for (not `--print-command`); clang's warnings.
+
+    The one path of `dist-lto opt` and of the opt worker (`dist_lto.worker`), which
+    passes its fork-served `runner`; `before_run` is called once the checks have
+    passed, just before clang starts.
+    """
+    check_outputs(opts)
+    mode = split_dwarf_mode(opts)
+    if not is_bitcode(read_head(opts.input, "module", 4)):
+        pass_through(opts.input, opts.out, opts.dwo)
+        return b""
+    command = backend_command(opts, mode)
+    check_primary(opts.input, opts.index)
+    if before_run is not None:
+        before_run()
+    return run_backend(
+        command, module=opts.input, output=opts.out, dwo=opts.dwo, on_start=on_start,
+        runner=runner,
+    )  # fmt: skip
 
 
 def _output_flags(opts: Options) -> list[str]:
