@@ -1,0 +1,135 @@
+"""`dist-lto opt-worker`: serve opt actions as a Buck2 persistent worker (docs/buck2.md).
+
+Buck2 starts it once per build command (the toolchain's `WorkerInfo`), with the unix
+socket to listen on in `WORKER_SOCKET`, and ends it with the command (SIGKILL to its
+process group, which takes its fork servers and compilers along). It also stops, and
+stops its compilers, on SIGTERM, SIGINT or SIGHUP, and when the process that started it
+goes away (a killed Buck2). Needs grpcio (`pip install 'dist-lto[remote]'`), unlike
+`dist-lto opt`, which stays standard-library-only for remote execution.
+"""
+
+import _signal
+import os
+import threading
+
+from dist_lto.backend import PARENT_POLL_SECONDS, remove_private_dir
+from dist_lto.cli import argument_parser, parse, scan
+from dist_lto.errors import BadInput
+
+PROG = "dist-lto opt-worker"
+USAGE = "dist-lto opt-worker [-h] [--upstream] [--socket PATH]"
+DESCRIPTION = """\
+Serve Buck2's persistent-worker protocol (gRPC on a unix socket) for opt actions: each
+request holds the arguments of `dist-lto opt` (with --upstream: of `dist-lto upstream
+opt`) and runs exactly as that command would, with the same checks, the same error
+lines and exit status, except that clang is forked from a clang that has started once
+instead of started per module."""
+EPILOG = """\
+Buck2 starts it; it listens on $WORKER_SOCKET unless --socket is given. Its log (one
+line at start, one per new peak of requests served at once, warnings) is its stderr.
+Exit status: 0 when its parent has gone; 128+N when stopped by signal N; 2 when it
+cannot start (no socket, no grpcio)."""
+
+_STOP_SIGNALS = (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP)
+
+
+class Options:
+    __slots__ = ("socket", "upstream")
+
+    def __init__(self) -> None:
+        self.socket: str | None = None
+        self.upstream = False
+
+
+def _parse_fast(argv: list[str]) -> Options | None:
+    opts = Options()
+    positional = scan(argv, opts, {"--socket": "socket"}, {"--upstream": "upstream"})
+    return opts if positional == [] else None
+
+
+def build_parser():  # type: ignore[no-untyped-def]
+    parser = argument_parser(PROG, USAGE, DESCRIPTION, EPILOG)
+    parser.add_argument(
+        "--upstream",
+        action="store_true",
+        help="requests are `dist-lto upstream opt` arguments (Buck2's prelude)",
+    )
+    parser.add_argument(
+        "--socket", metavar="PATH", help="the unix socket to listen on (default: $WORKER_SOCKET)"
+    )
+    return parser  # fmt: skip
+
+
+def main(argv: list[str]) -> int:
+    opts = parse(argv, _parse_fast, build_parser, Options)
+    socket_path = opts.socket or os.environ.get("WORKER_SOCKET")
+    if not socket_path:
+        raise BadInput("no socket: Buck2 names it in WORKER_SOCKET (or pass --socket)")
+    try:
+        import grpc  # noqa: F401
+    except ImportError:
+        raise BadInput(
+            "cannot import grpc: install dist-lto[remote] into this Python, or turn the worker"
+            " off (`[dist_lto] opt_worker = false`)"
+        ) from None
+    from dist_lto.distribute.result_cache import default_cache_dir
+    from dist_lto.worker.requests import CompilerPool, Dialect
+    from dist_lto.worker.server import OptService, log, start
+
+    tmp = _private_tmpdir()
+    pool = CompilerPool(default_cache_dir(), log)
+    service = OptService(Dialect(opts.upstream), pool)
+    stop = threading.Event()
+    stopped_by: list[int] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stopped_by.append(signum)
+        stop.set()
+
+    for sig in _STOP_SIGNALS:
+        _signal.signal(sig, on_signal)
+    server = start(socket_path, service)
+    try:
+        log(f"serving {service.dialect.name} requests on {socket_path} (pid {os.getpid()})")
+        _watch_parent(stop)
+        while not stop.wait(1.0):
+            pass
+        log(f"stopping: {f'signal {stopped_by[0]}' if stopped_by else 'its parent has gone'}")
+    finally:
+        service.stop_all()
+        server.stop(None).wait()
+        pool.close()
+        try:  # noqa: SIM105 (Buck2 may have removed it)
+            os.unlink(socket_path)
+        except OSError:
+            pass
+        if tmp is not None:
+            remove_private_dir(tmp)
+    return 128 + stopped_by[0] if stopped_by else 0
+
+
+def _watch_parent(stop: threading.Event) -> None:
+    """Set `stop` once the process that started the worker has gone: its compilers
+    must not outlive a Buck2 that was killed."""
+    parent = os.getppid()
+    if parent <= 1:
+        return
+
+    def watch() -> None:
+        while not stop.wait(PARENT_POLL_SECONDS):
+            if os.getppid() != parent:
+                stop.set()
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _private_tmpdir() -> str | None:
+    """TMPDIR for every compiler of this worker (their crash reproducers), removed at exit."""
+    base = os.environ.get("TMPDIR") or "/tmp"
+    path = os.path.join(base, f"dist-lto-worker-{os.getpid()}-{os.urandom(6).hex()}")
+    try:
+        os.mkdir(path, 0o700)
+    except OSError:
+        return None
+    os.environ["TMPDIR"] = path
+    return path

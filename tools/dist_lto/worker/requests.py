@@ -1,0 +1,197 @@
+"""One opt request, run exactly as `dist-lto opt` (or `dist-lto upstream opt`) runs it.
+
+The arguments are the action's own (Buck2 sends the worker only those, and appends them
+to the fallback `dist-lto opt` command otherwise), so they are parsed by the same fast
+parser, checked by the same `commands/opt.execute` and reported with the same line
+(`cli.error_report`) and exit status. Only clang is started differently: forked from a
+waiting clang of this worker's (`CompilerPool`), as `dist-lto distribute` does. An
+argument list the fast parser declines (never one our rules write) runs the command
+itself in a child process, so its messages stay argparse's.
+"""
+
+import os
+import subprocess
+import sys
+import threading
+
+from dist_lto import TYPE_CHECKING
+from dist_lto.backend import action_status
+from dist_lto.cli import error_report, internal_error_report
+from dist_lto.commands import opt
+from dist_lto.distribute.scheduler import WorkerCompiler
+from dist_lto.errors import EXIT_INTERNAL, DistLtoError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+_PACKAGE_MAIN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                             "__main__.py")  # fmt: skip
+
+
+class Dialect:
+    """Which command's arguments the requests carry: `dist-lto opt` (our rules) or
+    `dist-lto upstream opt` (Buck2's upstream prelude)."""
+
+    def __init__(self, upstream: bool) -> None:
+        self.upstream = upstream
+        self.name = "upstream" if upstream else "opt"
+        """The subcommand its errors are reported as."""
+        self.command = ["upstream", "opt"] if upstream else ["opt"]
+
+    def options(self, argv: list[str]) -> "opt.Options | None":
+        """The parsed request, or None for arguments only argparse should judge."""
+        if self.upstream:
+            from dist_lto.upstream.opt import translate_argv
+
+            argv = translate_argv(argv)
+        parsed = opt._parse_fast(argv)
+        if parsed is None or parsed.print_command:
+            return None
+        return parsed
+
+
+class CompilerPool:
+    """Fork-served compilers, one per request running at once, kept between requests.
+
+    A `WorkerCompiler` serves one thread at a time; the pool grows to the most requests
+    Buck2 has sent at once and hands idle ones out again. The preload library is built
+    (or found) once per compiler; where clang cannot be fork-served, compilers start
+    directly, as in `dist-lto distribute`.
+    """
+
+    def __init__(self, tools_dir: str, note: "Callable[[str], None]") -> None:
+        self.tools_dir = tools_dir
+        self.note = note
+        self.lock = threading.Lock()
+        self.idle: dict[str, list[WorkerCompiler]] = {}
+        self.preloads: dict[str, str | None] = {}
+        self.all: list[WorkerCompiler] = []
+        self.closed = False
+
+    def _preload(self, compiler: str) -> str | None:
+        from dist_lto.process.forkserver import library, unusable_reason
+
+        reason = unusable_reason([compiler])
+        if reason is not None:
+            self.note(f"no fork server for {compiler}: {reason}")
+            return None
+        try:
+            return library(compiler, self.tools_dir)
+        except DistLtoError as err:
+            self.note(f"warning: no fork server: {err.message}")
+            return None
+
+    def take(self, compiler: str) -> WorkerCompiler:
+        with self.lock:
+            idle = self.idle.setdefault(compiler, [])
+            if idle:
+                return idle.pop()
+            known = compiler in self.preloads
+        preload = self.preloads[compiler] if known else self._preload(compiler)
+        with self.lock:
+            self.preloads.setdefault(compiler, preload)
+            taken = WorkerCompiler(compiler, preload, self._trouble)
+            self.all.append(taken)
+            return taken
+
+    def give_back(self, compiler: str, taken: WorkerCompiler) -> None:
+        with self.lock:
+            if self.closed:
+                taken.close()
+            else:
+                self.idle.setdefault(compiler, []).append(taken)
+
+    def _trouble(self, message: str) -> None:
+        self.note(f"warning: {message}; starting a compiler per request")
+
+    def close(self) -> None:
+        """End every fork server (each kills a job it still runs, then exits)."""
+        with self.lock:
+            self.closed = True
+            every = list(self.all)
+        for compiler in every:
+            compiler.close()
+
+
+class Reply:
+    """What the action exits with and prints (its stderr)."""
+
+    __slots__ = ("status", "stderr")
+
+    def __init__(self, status: int, stderr: bytes) -> None:
+        self.status = status
+        self.stderr = stderr
+
+
+class Running:
+    """A request's clang, so that a cancelled or timed-out request can stop it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pidfd = -1
+        self.stopped = False
+        self.timed_out = False
+
+    def started(self, pid: int) -> None:
+        with self.lock:
+            try:
+                self.pidfd = os.pidfd_open(pid)
+            except OSError:
+                self.pidfd = -1
+            if self.stopped:
+                self._kill()
+
+    def time_out(self) -> None:
+        self.timed_out = True
+        self.stop()
+
+    def stop(self) -> None:
+        with self.lock:
+            self.stopped = True
+            self._kill()
+
+    def _kill(self) -> None:
+        if self.pidfd >= 0:
+            import signal
+
+            try:  # noqa: SIM105 (gone already)
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        with self.lock:
+            if self.pidfd >= 0:
+                os.close(self.pidfd)
+                self.pidfd = -1
+
+
+def run_request(argv: list[str], dialect: Dialect, pool: CompilerPool, running: Running) -> Reply:
+    """Run one request's backend; never raises."""
+    try:
+        opts = dialect.options(argv)
+        if opts is None:
+            return _run_command(argv, dialect)
+        compiler = pool.take(opts.command[0])
+        try:
+            warnings = opt.execute(opts, runner=compiler.run, on_start=running.started)
+        finally:
+            running.close()
+            pool.give_back(opts.command[0], compiler)
+        return Reply(0, warnings)
+    except DistLtoError as err:
+        return Reply(err.status, error_report(dialect.name, err).encode())
+    except Exception as err:
+        return Reply(EXIT_INTERNAL, internal_error_report(dialect.name, err).encode())
+
+
+def _run_command(argv: list[str], dialect: Dialect) -> Reply:
+    """The command itself, for arguments the worker leaves to argparse."""
+    proc = subprocess.run(
+        [sys.executable, "-S", "-E", _PACKAGE_MAIN, *dialect.command, *argv],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+    )
+    # A worker's reply has no stdout: what the command printed there (--print-command)
+    # comes first in its stderr.
+    return Reply(action_status(proc.returncode), proc.stdout + proc.stderr)
