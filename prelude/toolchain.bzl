@@ -25,6 +25,10 @@ LlvmToolchainInfo = provider(
         "opt_python": provider_field(str),
         # A directory holding the `dist_lto` package and its compiled bytecode.
         "dist_lto_pkg": provider_field(Artifact),
+        # The persistent worker that runs opt actions executed locally (`dist-lto
+        # opt-worker`, started with `python`, which needs grpcio); None: every opt action
+        # starts `dist-lto opt` (`[dist_lto] opt_worker = false`). See `opt_executable`.
+        "opt_worker": provider_field(WorkerInfo | None, default = None),
         # Flags every compile gets, before the target's own.
         "compiler_flags": provider_field(list[str]),
         # Flags every link gets (the driver's, e.g. -fuse-ld=lld, -O2).
@@ -39,6 +43,10 @@ LlvmToolchainInfo = provider(
 def _llvm_toolchain_impl(ctx: AnalysisContext) -> list[Provider]:
     bin = ctx.attrs.llvm_bin
     pkg = compile_dist_lto_package(ctx, ctx.attrs.opt_python, ctx.attrs.dist_lto_srcs, "llvm_toolchain: dist_lto_srcs")
+
+    # Made here, once: every action naming this WorkerInfo shares one worker process. No
+    # concurrency of its own: Buck2 sends it as many requests as it has local slots.
+    opt_worker = WorkerInfo(exe = dist_lto_command(ctx.attrs.python, pkg, "opt-worker")) if ctx.attrs.opt_worker else None
     return [
         DefaultInfo(default_output = pkg),
         LlvmToolchainInfo(
@@ -49,6 +57,7 @@ def _llvm_toolchain_impl(ctx: AnalysisContext) -> list[Provider]:
             python = ctx.attrs.python,
             opt_python = ctx.attrs.opt_python,
             dist_lto_pkg = pkg,
+            opt_worker = opt_worker,
             compiler_flags = ctx.attrs.compiler_flags,
             linker_flags = ctx.attrs.linker_flags,
             test_drop_import = ctx.attrs.test_drop_import,
@@ -67,8 +76,21 @@ llvm_toolchain = rule(
         "compiler_flags": attrs.list(attrs.string(), default = ["-O2"]),
         "linker_flags": attrs.list(attrs.string(), default = ["-fuse-ld=lld", "-O2"]),
         "test_drop_import": attrs.string(default = ""),
+        "opt_worker": attrs.bool(default = True),
     },
 )
+
+def opt_executable(toolchain: LlvmToolchainInfo) -> WorkerRunInfo | RunInfo:
+    """The `exe` of an opt action, whose arguments are `dist-lto opt`'s (after `opt`).
+
+    Run locally, Buck2 sends the arguments to the toolchain's worker; run remotely (or with
+    `[build] use_persistent_workers = false`, or no worker), the command is `dist-lto opt`
+    followed by the arguments, exactly the command an opt action always ran.
+    """
+    opt = dist_lto_command(toolchain.opt_python, toolchain.dist_lto_pkg, "opt", fast = True)
+    if toolchain.opt_worker == None:
+        return RunInfo(args = opt)
+    return WorkerRunInfo(worker = toolchain.opt_worker, exe = opt)
 
 TOOLCHAIN = "root//:llvm"
 """The toolchain target every rule uses (a private attribute default)."""

@@ -5,7 +5,7 @@
 # execution (tests/test_buck2_remote.py builds on an engine whose input roots hold
 # only declared inputs).
 
-load("//toolchain.bzl", "LlvmToolchainInfo", "dist_lto_command")
+load("//toolchain.bzl", "LlvmToolchainInfo", "opt_executable")
 load(":formats.bzl", "manifest_member_files")
 load(":types.bzl", "DistLink", "PreparedArchive")
 
@@ -55,7 +55,6 @@ def _run_opt(
     if toolchain.test_drop_import and identifier.endswith(toolchain.test_drop_import):
         imports = imports[1:]
     cmd = cmd_args(
-        dist_lto_command(toolchain.opt_python, toolchain.dist_lto_pkg, "opt", fast = True),
         "--input",
         module,
         "--index",
@@ -68,7 +67,7 @@ def _run_opt(
         toolchain.clang,
         hidden = imports + link.backend_inputs,
     )
-    ctx.actions.run(cmd, category = "thin_lto_opt", identifier = identifier)
+    ctx.actions.run(cmd, category = "thin_lto_opt", identifier = identifier, exe = opt_executable(toolchain))
 
 def opt_object(ctx: AnalysisContext, toolchain: LlvmToolchainInfo, link: DistLink, index: int) -> None:
     """Bind object `index`'s optimised object from its plan."""
