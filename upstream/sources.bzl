@@ -20,6 +20,7 @@ DIST_LTO_SOURCES = [
     "dist_lto/commands/inspect.py",
     "dist_lto/commands/link.py",
     "dist_lto/commands/opt.py",
+    "dist_lto/commands/opt_worker.py",
     "dist_lto/commands/plan.py",
     "dist_lto/commands/prepare.py",
     "dist_lto/configuration.py",
@@ -82,4 +83,11 @@ DIST_LTO_SOURCES = [
     "dist_lto/upstream/plan.py",
     "dist_lto/upstream/prepare.py",
     "dist_lto/whole_files.py",
+    "dist_lto/worker/__init__.py",
+    "dist_lto/worker/client.py",
+    "dist_lto/worker/protocol.py",
+    "dist_lto/worker/requests.py",
+    "dist_lto/worker/server.py",
+    # The opt worker builds its fork server from this.
+    "dist_lto/process/forkserver.c",
 ]

@@ -12,18 +12,21 @@ import _signal
 import os
 import threading
 
+from dist_lto import TYPE_CHECKING
 from dist_lto.backend import PARENT_POLL_SECONDS, remove_private_dir
 from dist_lto.cli import argument_parser, parse, scan
 from dist_lto.errors import BadInput
 
+if TYPE_CHECKING:
+    import argparse
+
 PROG = "dist-lto opt-worker"
-USAGE = "dist-lto opt-worker [-h] [--upstream] [--socket PATH]"
+USAGE = "dist-lto opt-worker [-h] [--socket PATH]"
 DESCRIPTION = """\
 Serve Buck2's persistent-worker protocol (gRPC on a unix socket) for opt actions: each
-request holds the arguments of `dist-lto opt` (with --upstream: of `dist-lto upstream
-opt`) and runs exactly as that command would, with the same checks, the same error
-lines and exit status, except that clang is forked from a clang that has started once
-instead of started per module."""
+request holds the arguments of `dist-lto opt` and runs exactly as that command would,
+with the same checks, the same error lines and exit status, except that clang is forked
+from a clang that has started once instead of started per module."""
 EPILOG = """\
 Buck2 starts it; it listens on $WORKER_SOCKET unless --socket is given. Its log (one
 line at start, one per new peak of requests served at once, warnings) is its stderr.
@@ -34,30 +37,24 @@ _STOP_SIGNALS = (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP)
 
 
 class Options:
-    __slots__ = ("socket", "upstream")
+    __slots__ = ("socket",)
 
     def __init__(self) -> None:
         self.socket: str | None = None
-        self.upstream = False
 
 
 def _parse_fast(argv: list[str]) -> Options | None:
     opts = Options()
-    positional = scan(argv, opts, {"--socket": "socket"}, {"--upstream": "upstream"})
+    positional = scan(argv, opts, {"--socket": "socket"}, {})
     return opts if positional == [] else None
 
 
-def build_parser():  # type: ignore[no-untyped-def]
+def build_parser() -> "argparse.ArgumentParser":
     parser = argument_parser(PROG, USAGE, DESCRIPTION, EPILOG)
-    parser.add_argument(
-        "--upstream",
-        action="store_true",
-        help="requests are `dist-lto upstream opt` arguments (Buck2's prelude)",
-    )
     parser.add_argument(
         "--socket", metavar="PATH", help="the unix socket to listen on (default: $WORKER_SOCKET)"
     )
-    return parser  # fmt: skip
+    return parser
 
 
 def main(argv: list[str]) -> int:
@@ -73,12 +70,12 @@ def main(argv: list[str]) -> int:
             " off (`[dist_lto] opt_worker = false`)"
         ) from None
     from dist_lto.distribute.result_cache import default_cache_dir
-    from dist_lto.worker.requests import CompilerPool, Dialect
+    from dist_lto.worker.requests import CompilerPool
     from dist_lto.worker.server import OptService, log, start
 
     tmp = _private_tmpdir()
     pool = CompilerPool(default_cache_dir(), log)
-    service = OptService(Dialect(opts.upstream), pool)
+    service = OptService(pool)
     stop = threading.Event()
     stopped_by: list[int] = []
 
@@ -90,7 +87,7 @@ def main(argv: list[str]) -> int:
         _signal.signal(sig, on_signal)
     server = start(socket_path, service)
     try:
-        log(f"serving {service.dialect.name} requests on {socket_path} (pid {os.getpid()})")
+        log(f"serving opt requests on {socket_path} (pid {os.getpid()})")
         _watch_parent(stop)
         while not stop.wait(1.0):
             pass

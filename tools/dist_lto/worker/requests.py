@@ -1,4 +1,4 @@
-"""One opt request, run exactly as `dist-lto opt` (or `dist-lto upstream opt`) runs it.
+"""One opt request, run exactly as `dist-lto opt` runs it.
 
 The arguments are the action's own (Buck2 sends the worker only those, and appends them
 to the fallback `dist-lto opt` command otherwise), so they are parsed by the same fast
@@ -28,26 +28,12 @@ _PACKAGE_MAIN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__f
                              "__main__.py")  # fmt: skip
 
 
-class Dialect:
-    """Which command's arguments the requests carry: `dist-lto opt` (our rules) or
-    `dist-lto upstream opt` (Buck2's upstream prelude)."""
-
-    def __init__(self, upstream: bool) -> None:
-        self.upstream = upstream
-        self.name = "upstream" if upstream else "opt"
-        """The subcommand its errors are reported as."""
-        self.command = ["upstream", "opt"] if upstream else ["opt"]
-
-    def options(self, argv: list[str]) -> "opt.Options | None":
-        """The parsed request, or None for arguments only argparse should judge."""
-        if self.upstream:
-            from dist_lto.upstream.opt import translate_argv
-
-            argv = translate_argv(argv)
-        parsed = opt._parse_fast(argv)
-        if parsed is None or parsed.print_command:
-            return None
-        return parsed
+def _options(argv: list[str]) -> "opt.Options | None":
+    """The parsed request, or None for arguments only argparse should judge."""
+    parsed = opt._parse_fast(argv)
+    if parsed is None or parsed.print_command:
+        return None
+    return parsed
 
 
 class CompilerPool:
@@ -63,6 +49,7 @@ class CompilerPool:
         self.tools_dir = tools_dir
         self.note = note
         self.lock = threading.Lock()
+        self.preload_lock = threading.Lock()
         self.idle: dict[str, list[WorkerCompiler]] = {}
         self.preloads: dict[str, str | None] = {}
         self.all: list[WorkerCompiler] = []
@@ -86,10 +73,11 @@ class CompilerPool:
             idle = self.idle.setdefault(compiler, [])
             if idle:
                 return idle.pop()
-            known = compiler in self.preloads
-        preload = self.preloads[compiler] if known else self._preload(compiler)
+        with self.preload_lock:  # the library is built once, whoever asks first
+            if compiler not in self.preloads:
+                self.preloads[compiler] = self._preload(compiler)
+            preload = self.preloads[compiler]
         with self.lock:
-            self.preloads.setdefault(compiler, preload)
             taken = WorkerCompiler(compiler, preload, self._trouble)
             self.all.append(taken)
             return taken
@@ -166,12 +154,12 @@ class Running:
                 self.pidfd = -1
 
 
-def run_request(argv: list[str], dialect: Dialect, pool: CompilerPool, running: Running) -> Reply:
+def run_request(argv: list[str], pool: CompilerPool, running: Running) -> Reply:
     """Run one request's backend; never raises."""
     try:
-        opts = dialect.options(argv)
+        opts = _options(argv)
         if opts is None:
-            return _run_command(argv, dialect)
+            return _run_command(argv)
         compiler = pool.take(opts.command[0])
         try:
             warnings = opt.execute(opts, runner=compiler.run, on_start=running.started)
@@ -180,15 +168,15 @@ def run_request(argv: list[str], dialect: Dialect, pool: CompilerPool, running: 
             pool.give_back(opts.command[0], compiler)
         return Reply(0, warnings)
     except DistLtoError as err:
-        return Reply(err.status, error_report(dialect.name, err).encode())
+        return Reply(err.status, error_report("opt", err).encode())
     except Exception as err:
-        return Reply(EXIT_INTERNAL, internal_error_report(dialect.name, err).encode())
+        return Reply(EXIT_INTERNAL, internal_error_report("opt", err).encode())
 
 
-def _run_command(argv: list[str], dialect: Dialect) -> Reply:
+def _run_command(argv: list[str]) -> Reply:
     """The command itself, for arguments the worker leaves to argparse."""
     proc = subprocess.run(
-        [sys.executable, "-S", "-E", _PACKAGE_MAIN, *dialect.command, *argv],
+        [sys.executable, "-S", "-E", _PACKAGE_MAIN, "opt", *argv],
         stdin=subprocess.DEVNULL,
         capture_output=True,
     )

@@ -16,7 +16,7 @@ import threading
 import grpc
 
 from dist_lto.worker import protocol
-from dist_lto.worker.requests import CompilerPool, Dialect, Running, run_request
+from dist_lto.worker.requests import CompilerPool, Running, run_request
 
 MAX_THREADS = 256
 """Requests served at once, at most: more than any machine's local slots for them."""
@@ -25,8 +25,7 @@ MAX_THREADS = 256
 class OptService:
     """Runs requests and keeps count of those in flight (the highest count is logged)."""
 
-    def __init__(self, dialect: Dialect, pool: CompilerPool) -> None:
-        self.dialect = dialect
+    def __init__(self, pool: CompilerPool) -> None:
         self.pool = pool
         self.lock = threading.Lock()
         self.in_flight = 0
@@ -68,7 +67,7 @@ class OptService:
             timer = threading.Timer(command.timeout_s, running.time_out)
             timer.start()
         try:
-            reply = run_request(argv, self.dialect, self.pool, running)
+            reply = run_request(argv, self.pool, running)
         finally:
             if timer is not None:
                 timer.cancel()
