@@ -1,0 +1,269 @@
+"""The opt worker under real Buck2: opt actions run locally go to one long-lived
+`dist-lto opt-worker`, and behave as `dist-lto opt` does (objects, failures), while
+Buck2 decides how many run at once and when the worker ends.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from real_buck2 import Buck2, Ran, scratch_project
+
+pytestmark = pytest.mark.slow
+
+MODULES = 8
+"""Modules of the heavy program: each one's backend takes most of a second."""
+
+
+def heavy_module(k: int, functions: int = 120) -> str:
+    """A C module whose ThinLTO backend takes ~0.8 s at -O2 (loops to vectorise)."""
+    body = []
+    for i in range(functions):
+        body.append(
+            f"static double work_{i}(const double *a, const double *b, int n) {{\n"
+            f"  double s = {i + k}.0;\n"
+            f"  for (int j = 0; j < n; j++) {{\n"
+            f"    double x = a[j] * b[(j * {i % 7 + 1}) % n] + s;\n"
+            f"    for (int q = 0; q < {i % 5 + 2}; q++)\n"
+            f"      x = x * 1.000{i % 9 + 1} - b[(j + q) % n] / (1.0 + a[q % n] * a[q % n]);\n"
+            f"    s += x > {i}.5 ? x : -x;\n"
+            f"  }}\n  return s;\n}}\n"
+        )
+    calls = "".join(f"  s += work_{i}(a, b, n);\n" for i in range(functions))
+    return "".join(body) + (
+        f"double all_{k}(const double *a, const double *b, int n) {{\n"
+        f"  double s = 0;\n{calls}  return s;\n}}\n"
+    )
+
+
+def add_heavy(buck2: Buck2, package: str, *, linker_flags: tuple[str, ...] = ()) -> str:
+    """A dist_lto binary of MODULES heavy modules in `package`; its target."""
+    pkg = buck2.project / package
+    pkg.mkdir(parents=True, exist_ok=True)
+    decls = "".join(
+        f"double all_{k}(const double *, const double *, int);\n" for k in range(MODULES)
+    )
+    sums = "".join(f"  s += all_{k}(a, b, 4);\n" for k in range(MODULES))
+    (pkg / "main.c").write_text(
+        f"#include <stdio.h>\n{decls}int main(void) {{\n"
+        f"  double a[4] = {{1, 2, 3, 4}}, b[4] = {{4, 3, 2, 1}}, s = 0;\n{sums}"
+        '  printf("%.3f\\n", s);\n  return 0;\n}\n'
+    )
+    for k in range(MODULES):
+        (pkg / f"m{k}.c").write_text(heavy_module(k))
+    srcs = ", ".join(f'"m{k}.c"' for k in range(MODULES))
+    flags = ", ".join(f'"{f}"' for f in linker_flags)
+    (pkg / "BUCK").write_text(
+        f'cxx_binary(name = "heavy", srcs = ["main.c", {srcs}], dist_lto = True,'
+        f" linker_flags = [{flags}])\n"
+    )
+    return f"//{package}:heavy"
+
+
+@pytest.fixture(scope="module")
+def buck2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Buck2]:
+    session = Buck2(scratch_project(tmp_path_factory.mktemp("worker"), examples=True))
+    yield session
+    session.kill()
+
+
+def build_id(stderr: str) -> str:
+    found = re.search(r"Build ID: (\S+)", stderr)
+    assert found, stderr[-2000:]
+    return found.group(1)
+
+
+def worker_logs(build: str) -> list[str]:
+    """The logs (stderr) of the workers Buck2 started for build `build`."""
+    return [p.read_text() for p in sorted(Path("/tmp/buck2_worker").glob(f"{build}-*/stderr"))]
+
+
+def opt_ran(buck2: Buck2) -> list[Ran]:
+    return [r for r in buck2.what_ran() if r.category == "thin_lto_opt"]
+
+
+def out_of(ran: Ran) -> str:
+    return ran.argv[ran.argv.index("--out") + 1]
+
+
+def processes_in(project: Path) -> dict[int, str]:
+    """pid -> command line of every live process whose working directory is `project`."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if Path(os.readlink(entry / "cwd")) != project:
+                continue
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if cmdline:
+            found[int(entry.name)] = cmdline
+    return found
+
+
+def wait_until(condition, timeout: float = 120, what: str = "") -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+class Background:
+    """A `buck2 build` running while the test acts; its stderr gathered as it comes."""
+
+    def __init__(self, buck2: Buck2, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            buck2.command("build", "--console=simple", *args),
+            cwd=buck2.project,
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+            env={**os.environ, "BUCK2_NO_INTERACTIVE_CONSOLE": "1"},
+        )
+        self.lines: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line)
+
+    def build_id(self) -> str:
+        wait_until(lambda: re.search(r"Build ID: \S+", "".join(self.lines)), what="a build id")
+        return build_id("".join(self.lines))
+
+    def finish(self) -> tuple[int, str]:
+        status = self.proc.wait(timeout=600)
+        self.reader.join(timeout=60)
+        return status, "".join(self.lines)
+
+
+def test_opt_actions_run_in_one_worker_and_equal_the_command_byte_for_byte(
+    buck2: Buck2,
+) -> None:
+    targets = [
+        "//examples/c:wordstats",
+        "//examples/cpp:shapes_report",
+        "//examples/mixed:checksums",
+    ]
+    proc = buck2.build(*targets)
+    ran = opt_ran(buck2)
+    kinds = [r.executor for r in ran]
+    assert set(kinds) == {"Worker", "WorkerInit"}, kinds
+    # One worker for the build, started once (by the first action, listed twice).
+    assert kinds.count("WorkerInit") == 1
+    through_worker = [r for r in ran if r.executor == "Worker"]
+    (log,) = worker_logs(build_id(proc.stderr))
+    assert "serving opt requests" in log
+
+    # Without the worker: the command every opt action ran before, in a new daemon.
+    plain = Buck2(buck2.project, config={**buck2.config, "dist_lto.opt_worker": "false"})
+    try:
+        plain.build(*targets)
+        by_command = opt_ran(plain)
+        assert {r.executor for r in by_command} == {"Local"}
+        assert "opt" in by_command[0].argv and "--input" in by_command[0].argv
+        theirs = {
+            out_of(r).replace(plain.isolation_dir, "ISO"): plain.project / out_of(r)
+            for r in by_command
+        }
+        ours = {
+            out_of(r).replace(buck2.isolation_dir, "ISO"): buck2.project / out_of(r)
+            for r in through_worker
+        }
+        assert sorted(ours) == sorted(theirs)
+        for name, path in ours.items():
+            assert path.read_bytes() == theirs[name].read_bytes(), name
+    finally:
+        plain.kill()
+
+
+def test_a_failing_backend_fails_its_action_with_the_commands_line_and_clangs_status(
+    buck2: Buck2,
+) -> None:
+    # The index step takes any -march; the backends' clang rejects it (status 1).
+    add_heavy(buck2, "bad_cpu", linker_flags=("-march=no-such-cpu",))
+    failed = buck2.build("//bad_cpu:heavy", check=False)
+    assert failed.returncode != 0
+    line = re.compile(r"dist-lto opt: error: \S+m\d\.o: /\S+/clang exited with status 1")
+    assert line.search(failed.stderr), failed.stderr[-3000:]
+    assert "unknown target CPU 'no-such-cpu'" in failed.stderr
+    assert re.search(r"exit code 1\b", failed.stderr), failed.stderr[-3000:]
+    assert any(r.executor in ("Worker", "WorkerInit") for r in opt_ran(buck2))
+
+    plain = buck2("build", "--console=simple", "-c", "dist_lto.opt_worker=false",
+                  "//bad_cpu:heavy", check=False)  # fmt: skip
+    assert plain.returncode != 0
+    assert line.search(plain.stderr) and re.search(r"exit code 1\b", plain.stderr)
+
+
+def test_concurrency_follows_buck2s_local_slots(buck2: Buck2) -> None:
+    for slots in (1, 2):
+        target = add_heavy(buck2, f"slots{slots}")
+        proc = buck2("build", "--console=simple", "-j", str(slots), target)
+        (log,) = worker_logs(build_id(proc.stderr))
+        peaks = [int(n) for n in re.findall(r"(\d+) requests? at once", log)]
+        assert max(peaks) == slots, log
+
+
+def test_a_worker_killed_mid_build_fails_only_its_actions_and_the_next_build_succeeds(
+    buck2: Buck2,
+) -> None:
+    target = add_heavy(buck2, "killed")
+    outputs = buck2.project / "buck-out" / buck2.isolation_dir
+    build = Background(buck2, "-j", "2", target)
+    build_dir = build.build_id()
+
+    def worker_pid() -> int | None:
+        for log in worker_logs(build_dir):
+            found = re.search(r"\(pid (\d+)\)", log)
+            if found:
+                return int(found.group(1))
+        return None
+
+    def done() -> list[Path]:
+        return list(outputs.glob("**/killed/**/opt/m*.o"))
+
+    wait_until(lambda: worker_pid() is not None and done(), what="the first opt object")
+    pid = worker_pid()
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    status, stderr = build.finish()
+    assert status != 0
+    assert "Worker exited while running command" in stderr, stderr[-3000:]
+    finished = len(done())
+    # Its fork servers and compilers go with it.
+    wait_until(lambda: not [c for c in processes_in(buck2.project).values() if "clang" in c],
+               timeout=10, what="the killed worker's compilers to end")  # fmt: skip
+
+    buck2.build(target)
+    rerun = opt_ran(buck2)
+    assert 0 < len(rerun) <= MODULES + 1 - finished
+
+
+def test_buck2_kill_mid_build_leaves_no_worker_and_no_compiler(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    buck2 = Buck2(scratch_project(tmp_path_factory.mktemp("worker-kill")))
+    target = add_heavy(buck2, "heavy")
+    build = Background(buck2, target)
+    build_dir = build.build_id()
+    wait_until(lambda: any("1 request at once" in log for log in worker_logs(build_dir)),
+               what="the worker's first request")  # fmt: skip
+    assert any("opt-worker" in c for c in processes_in(buck2.project).values())
+    buck2.kill()
+    build.finish()
+    wait_until(lambda: not processes_in(buck2.project), timeout=15,
+               what="every process of the build to end")  # fmt: skip
