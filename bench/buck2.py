@@ -21,9 +21,11 @@ Each build's `tail` is the part of it after its last compile ended (from the eve
 log): what the link costs beyond what overlapped the compiles.
 
 The two binaries alternate which goes first, round by round. Each built binary passes
-the workload's functional check. Last line: `buck2-dist/inprocess: <ratio>`, the
+the workload's functional check. Last lines: `buck2-dist/inprocess: <ratio>`, the
 median full-build wall time of the distributed links over the in-process ones, summed
-over the workloads.
+over the workloads, and `buck2-incremental-dist/inprocess: <ratio>`, the same for the
+incremental builds. The distributed links' opt actions go through the opt worker
+unless `--no-worker` (`-c dist_lto.opt_worker=false`).
 
 Usage: .venv/bin/python bench/buck2.py [--workloads lua,zstd] [--rounds 3]
 """
@@ -62,6 +64,9 @@ EDITED = {"lua": "src/lstring.c", "zstd": "lib/common/entropy_common.c"}
 
 LINK_CATEGORIES = ("thin_lto_prepare", "thin_lto_plan", "thin_lto_opt", "thin_lto_link", "cxx_link")
 CATEGORIES = ("cxx_compile", "archive", *LINK_CATEGORIES)
+
+EXTRA_CONFIG: dict[str, str] = {}
+"""`-c` values of every build, beside the machine's (`--no-worker`)."""
 
 
 def _star(value: object) -> str:
@@ -118,6 +123,7 @@ class Session:
 
     def __init__(self, project: Path) -> None:
         self.buck = Buck2(project, isolation_dir=f"bench-{uuid.uuid4().hex[:10]}")
+        self.buck.config.update(EXTRA_CONFIG)
         self.buck("server", config=False)  # the daemon's start is not the build's
 
     def build(self, target: str) -> Built:
@@ -232,6 +238,8 @@ def _row(label: str, values: list[str]) -> str:
 
 def report(loads: list[Workload], rounds: int) -> None:
     kinds = ("full", "link", "incremental")
+    worker = "off" if EXTRA_CONFIG.get("dist_lto.opt_worker") == "false" else "on"
+    print(f"# opt worker {worker}")
     print(f"# wall time in s of `buck2 build`, {rounds} rounds, local execution,"
           f" {os.cpu_count()} CPUs; load average at the end: {os.getloadavg()[0]:.2f}")  # fmt: skip
     print("# (tail: the part after the build's last compile ended)")
@@ -271,13 +279,21 @@ def report(loads: list[Workload], rounds: int) -> None:
     total = {v: sum(statistics.median(b.wall for b in w.figures.full[v]) for w in loads)
              for v in VARIANTS}  # fmt: skip
     print(f"buck2-dist/inprocess: {total['dist'] / total['inprocess']:.3f}")
+    total = {v: sum(statistics.median(b.wall for b in w.figures.incremental[v]) for w in loads)
+             for v in VARIANTS}  # fmt: skip
+    print(f"buck2-incremental-dist/inprocess: {total['dist'] / total['inprocess']:.3f}")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workloads", default="lua,zstd")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--no-worker", action="store_true", help="opt actions without the opt worker"
+    )
     args = parser.parse_args()
+    if args.no_worker:
+        EXTRA_CONFIG["dist_lto.opt_worker"] = "false"
     with tempfile.TemporaryDirectory(prefix="bench-buck2-") as tmp:
         project = scratch_project(Path(tmp))
         loads = [Workload(project, name) for name in args.workloads.split(",")]

@@ -10,8 +10,13 @@ check, the flag translation, and what a worker without compiled bytecode pays.
 
     .venv/bin/python bench/opt_overhead.py [--runs 40] [--python /usr/bin/python3]
 
+The same requests also go to the opt worker (`dist-lto opt-worker`, started once, sent
+each module's arguments over its gRPC socket as Buck2 sends them), timed from the
+client's side against the bare clang command, interleaved the same way.
+
 Last lines: `opt-over-minimal-wrapper-ms: <what opt adds over that script on the small
-TU>` and `opt-overhead-ms: <median added ms on the small TU>`.
+TU>`, `opt-overhead-ms: <median added ms on the small TU>` and `opt-worker-overhead-ms:
+<median ms a request through the worker adds over the bare clang command, small TU>`.
 """
 
 from __future__ import annotations
@@ -63,6 +68,45 @@ def paired(a: list[str], b: list[str], cwd: Path, runs: int) -> tuple[float, flo
             ta, tb = wall(a, cwd), wall(b, cwd)
         first.append(ta)
         second.append(tb)
+    diffs = [y - x for x, y in zip(first, second, strict=True)]
+    return (
+        statistics.median(first) * 1e3,
+        statistics.median(second) * 1e3,
+        statistics.median(diffs) * 1e3,
+        (min(second) - min(first)) * 1e3,
+    )
+
+
+def paired_worker(
+    bare: list[str], request: list[str], cwd: Path, socket: Path, runs: int
+) -> tuple[float, float, float, float]:
+    """`paired` for the bare command against the same module's request to a worker (one
+    warm-up request first: the worker's first request starts its fork server)."""
+    from dist_lto.worker.client import WorkerClient
+
+    client = WorkerClient(str(socket), str(cwd))
+    try:
+
+        def through_worker() -> float:
+            start = time.perf_counter()
+            reply = client.execute(request)
+            elapsed = time.perf_counter() - start
+            if reply.exit_code != 0:
+                raise RuntimeError(f"worker request failed: {reply.stderr}")
+            return elapsed
+
+        through_worker()
+        first: list[float] = []
+        second: list[float] = []
+        for i in range(runs):
+            if i % 2:
+                tw, tb = through_worker(), wall(bare, cwd)
+            else:
+                tb, tw = wall(bare, cwd), through_worker()
+            first.append(tb)
+            second.append(tw)
+    finally:
+        client.close()
     diffs = [y - x for x, y in zip(first, second, strict=True)]
     return (
         statistics.median(first) * 1e3,
@@ -134,7 +178,7 @@ def main() -> int:
             f"(interpreter start-up alone; floor {startup[3]:.1f} ms)"
         )
 
-        small_overhead = small_over_minimal = 0.0
+        small_overhead = small_over_minimal = worker_overhead = 0.0
         for label, module in units.items():
             opt = [
                 args.python,
@@ -181,6 +225,14 @@ def main() -> int:
                     f"opt adds {over_minimal:.1f} ms over it (floor {over_minimal_floor:.1f} ms)"
                 )
                 small_over_minimal = over_minimal
+                t_bare_w, t_worker, worker_overhead, worker_floor = paired_worker(
+                    bare, opt[5:], root, work / "worker.sock", runs
+                )
+                print(
+                    f"  through the opt worker: clang {t_bare_w:.1f} ms, worker request"
+                    f" {t_worker:.1f} ms, added {worker_overhead:.1f} ms (floor"
+                    f" {worker_floor:.1f} ms)"
+                )
                 cold_opt = [args.python, "-S", "-E", "-B", str(cold / "__main__.py"), *opt[4:]]
                 _, _, cold_added, _ = paired(opt, cold_opt, root, max(args.runs // 2, 5))
                 print(
@@ -204,6 +256,7 @@ def main() -> int:
         )
         print(f"opt-over-minimal-wrapper-ms: {small_over_minimal:.1f}")
         print(f"opt-overhead-ms: {small_overhead:.1f}")
+        print(f"opt-worker-overhead-ms: {worker_overhead:.1f}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0
