@@ -1,0 +1,194 @@
+"""The opt worker without Buck2: its wire format against the protobuf library's, and
+its requests against `dist-lto opt` on a small real program (objects, error lines,
+exit statuses). tests/test_buck2_worker.py runs it under real Buck2."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import SMALL_PROGRAM, Llvm
+from dist_lto.worker import protocol
+from dist_lto.worker.client import WorkerClient
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from hypothesis import given
+from hypothesis import strategies as st
+from support.opt_command import OPT
+
+# ---------------------------------------------------------------------------------
+# The wire format, held to protobuf's own encoding of Buck2's messages
+
+
+def _buck2_messages() -> dict[str, type]:
+    """Message classes for Buck2's worker.proto, built from a descriptor written here."""
+    proto = descriptor_pb2.FileDescriptorProto(name="worker_test.proto", package="worker",
+                                               syntax="proto3")  # fmt: skip
+    f = descriptor_pb2.FieldDescriptorProto
+    command = proto.message_type.add(name="ExecuteCommand")
+    entry = command.nested_type.add(name="EnvironmentEntry")
+    entry.field.add(name="key", number=1, type=f.TYPE_BYTES, label=f.LABEL_OPTIONAL)
+    entry.field.add(name="value", number=2, type=f.TYPE_BYTES, label=f.LABEL_OPTIONAL)
+    command.field.add(name="argv", number=1, type=f.TYPE_BYTES, label=f.LABEL_REPEATED)
+    command.field.add(name="env", number=2, type=f.TYPE_MESSAGE, label=f.LABEL_REPEATED,
+                      type_name=".worker.ExecuteCommand.EnvironmentEntry")  # fmt: skip
+    command.field.add(name="timeout_s", number=3, type=f.TYPE_UINT64, label=f.LABEL_OPTIONAL,
+                      proto3_optional=True, oneof_index=0)  # fmt: skip
+    command.oneof_decl.add(name="_timeout_s")
+    response = proto.message_type.add(name="ExecuteResponse")
+    response.field.add(name="exit_code", number=1, type=f.TYPE_INT32, label=f.LABEL_OPTIONAL)
+    response.field.add(name="stderr", number=2, type=f.TYPE_STRING, label=f.LABEL_OPTIONAL)
+    response.field.add(name="timed_out_after_s", number=3, type=f.TYPE_UINT64,
+                       label=f.LABEL_OPTIONAL, proto3_optional=True, oneof_index=0)  # fmt: skip
+    response.oneof_decl.add(name="_timed_out_after_s")
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(proto)
+    return {
+        name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"worker.{name}"))
+        for name in ("ExecuteCommand", "ExecuteResponse")
+    }
+
+
+MESSAGES = _buck2_messages()
+u64 = st.integers(min_value=0, max_value=2**64 - 1)
+
+
+@given(
+    argv=st.lists(st.binary(max_size=40), max_size=6),
+    env=st.lists(st.tuples(st.binary(max_size=10), st.binary(max_size=10)), max_size=4),
+    timeout=st.none() | u64,
+)
+def test_commands_decode_as_protobuf_encodes_them(argv, env, timeout) -> None:  # type: ignore[no-untyped-def]
+    message = MESSAGES["ExecuteCommand"](argv=argv)
+    for key, value in env:
+        message.env.add(key=key, value=value)
+    if timeout is not None:
+        message.timeout_s = timeout
+    data = message.SerializeToString()
+    assert protocol.decode_command(data) == protocol.Command(argv, env, timeout)
+    assert protocol.encode_command(protocol.Command(argv, env, timeout)) == data
+
+
+@given(
+    code=st.integers(min_value=-(2**31), max_value=2**31 - 1),
+    stderr=st.text(max_size=60),
+    timed_out=st.none() | u64,
+)
+def test_responses_encode_as_protobuf_does(code: int, stderr: str, timed_out: int | None) -> None:
+    ours = protocol.encode_response(protocol.Response(code, stderr, timed_out))
+    message = MESSAGES["ExecuteResponse"](exit_code=code, stderr=stderr)
+    if timed_out is not None:
+        message.timed_out_after_s = timed_out
+    assert ours == message.SerializeToString()
+    assert protocol.decode_response(ours) == protocol.Response(code, stderr, timed_out)
+
+
+@given(st.binary(max_size=64))
+def test_garbage_is_malformed_or_a_command_never_a_crash(data: bytes) -> None:
+    with contextlib.suppress(protocol.MalformedMessage):
+        protocol.decode_command(data)
+
+
+# ---------------------------------------------------------------------------------
+# Requests against the command
+
+
+@dataclass(frozen=True)
+class Indexed:
+    root: Path
+    clang: str
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory: pytest.TempPathFactory, llvm: Llvm) -> Indexed:
+    """The small program after the index step, with a link-flags file."""
+    root = tmp_path_factory.mktemp("worker-small")
+    for name, text in SMALL_PROGRAM.items():
+        (root / name).write_text(text)
+        subprocess.run([llvm.clang, "-O2", "-flto=thin", "-c", name], cwd=root, check=True)
+    objects = [name.replace(".c", ".o") for name in SMALL_PROGRAM]
+    subprocess.run([llvm.clang, "-flto=thin", "-fuse-ld=lld", "-O2", *objects, "-o", "prog",
+                    "-Wl,--thinlto-index-only", "-Wl,--thinlto-emit-imports-files"],
+                   cwd=root, check=True)  # fmt: skip
+    (root / "link.args").write_text("-flto=thin\n-fuse-ld=lld\n-O2\n")
+    return Indexed(root, llvm.clang)
+
+
+@pytest.fixture(scope="module")
+def worker(indexed: Indexed) -> Iterator[WorkerClient]:
+    client = WorkerClient(str(indexed.root / "worker.sock"), str(indexed.root))
+    yield client
+    client.close()
+
+
+def args(module: str, out: str, *extra: str, index: str = "", clang: str = "") -> list[str]:
+    return ["--input", module, "--index", index or f"{module}.thinlto.bc", "--out", out,
+            "--args", "link.args", "--", clang, *extra]  # fmt: skip
+
+
+def command(indexed: Indexed, argv: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*OPT, *argv], cwd=indexed.root, capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("module", [name.replace(".c", ".o") for name in SMALL_PROGRAM])
+def test_worker_objects_equal_the_commands_byte_for_byte(
+    indexed: Indexed, worker: WorkerClient, module: str
+) -> None:
+    reply = worker.execute(args(module, f"{module}.w.opt.o", clang=indexed.clang))
+    assert (reply.exit_code, reply.stderr) == (0, "")
+    proc = command(indexed, args(module, f"{module}.c.opt.o", clang=indexed.clang))
+    assert proc.returncode == 0, proc.stderr
+    ours = (indexed.root / f"{module}.w.opt.o").read_bytes()
+    assert ours[:4] == b"\x7fELF"
+    assert ours == (indexed.root / f"{module}.c.opt.o").read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("case", "extra", "index"),
+    [
+        ("clang fails", ["-fno-such-flag"], ""),
+        ("not the index's module", [], "add.o.thinlto.bc"),
+        ("missing index", [], "nowhere.thinlto.bc"),
+    ],
+)
+def test_worker_failures_print_the_commands_lines_and_exit_with_its_status(
+    indexed: Indexed, worker: WorkerClient, case: str, extra: list[str], index: str
+) -> None:
+    argv = args("main.o", "failed.opt.o", *extra, index=index, clang=indexed.clang)
+    reply = worker.execute(argv)
+    proc = command(indexed, argv)
+    assert proc.returncode != 0, case
+    assert (reply.exit_code, reply.stderr) == (proc.returncode, proc.stderr), case
+    assert not (indexed.root / "failed.opt.o").exists()
+
+
+def test_arguments_only_argparse_judges_get_argparses_answer(
+    indexed: Indexed, worker: WorkerClient
+) -> None:
+    argv = ["--input", "main.o", "--index", "main.o.thinlto.bc", "--", indexed.clang]
+    reply = worker.execute(argv)
+    proc = command(indexed, argv)
+    assert proc.returncode == 2
+    assert (reply.exit_code, reply.stderr) == (proc.returncode, proc.stderr)
+
+
+def test_worker_forks_its_compilers_from_a_fork_server(
+    indexed: Indexed, worker: WorkerClient
+) -> None:
+    reply = worker.execute(args("add.o", "add.fork.opt.o", clang=indexed.clang))
+    assert reply.exit_code == 0
+    children = subprocess.run(["ps", "-o", "args=", "--ppid", str(worker.proc.pid)],
+                              capture_output=True, text=True).stdout  # fmt: skip
+    assert indexed.clang in children  # a waiting clang, started once
+
+
+def test_worker_without_a_socket_fails_with_one_line(indexed: Indexed) -> None:
+    proc = subprocess.run([*OPT[:-1], "opt-worker"], cwd=indexed.root, capture_output=True,
+                          text=True, env={"PATH": "/usr/bin:/bin"})  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "dist-lto opt-worker: error: no socket: Buck2 names it in WORKER_SOCKET (or pass --socket)"
+    ]
