@@ -74,7 +74,8 @@ def main(argv: list[str]) -> int:
     from dist_lto.worker.server import OptService, log, start
 
     tmp = _private_tmpdir()
-    pool = CompilerPool(default_cache_dir(), log)
+    env = None if tmp is None else {**os.environ, "TMPDIR": tmp}
+    pool = CompilerPool(default_cache_dir(), log, env)
     service = OptService(pool)
     stop = threading.Event()
     stopped_by: list[int] = []
@@ -121,12 +122,12 @@ def _watch_parent(stop: threading.Event) -> None:
 
 
 def _private_tmpdir() -> str | None:
-    """TMPDIR for every compiler of this worker (their crash reproducers), removed at exit."""
+    """A TMPDIR for every compiler of this worker (their crash reproducers go there),
+    removed when it stops; None when it cannot be made (TMPDIR stays as it is)."""
     base = os.environ.get("TMPDIR") or "/tmp"
     path = os.path.join(base, f"dist-lto-worker-{os.getpid()}-{os.urandom(6).hex()}")
     try:
         os.mkdir(path, 0o700)
     except OSError:
         return None
-    os.environ["TMPDIR"] = path
     return path

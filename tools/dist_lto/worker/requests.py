@@ -22,7 +22,7 @@ from dist_lto.distribute.scheduler import WorkerCompiler
 from dist_lto.errors import EXIT_INTERNAL, DistLtoError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
 _PACKAGE_MAIN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                              "__main__.py")  # fmt: skip
@@ -45,9 +45,13 @@ class CompilerPool:
     directly, as in `dist-lto distribute`.
     """
 
-    def __init__(self, tools_dir: str, note: "Callable[[str], None]") -> None:
+    def __init__(
+        self, tools_dir: str, note: "Callable[[str], None]", env: "Mapping[str, str] | None"
+    ) -> None:
         self.tools_dir = tools_dir
         self.note = note
+        self.env = env
+        """The compilers' environment (None: this process's)."""
         self.lock = threading.Lock()
         self.preload_lock = threading.Lock()
         self.idle: dict[str, list[WorkerCompiler]] = {}
@@ -78,7 +82,7 @@ class CompilerPool:
                 self.preloads[compiler] = self._preload(compiler)
             preload = self.preloads[compiler]
         with self.lock:
-            taken = WorkerCompiler(compiler, preload, self._trouble)
+            taken = WorkerCompiler(compiler, preload, self._trouble, self.env)
             self.all.append(taken)
             return taken
 
