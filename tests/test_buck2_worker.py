@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from real_buck2 import Buck2, Ran, scratch_project
+from support.real_buck2 import Buck2, Ran, scratch_project
 
 pytestmark = pytest.mark.slow
 

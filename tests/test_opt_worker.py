@@ -11,13 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import SMALL_PROGRAM, Llvm
 from dist_lto.worker import protocol
 from dist_lto.worker.client import WorkerClient
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from hypothesis import given
 from hypothesis import strategies as st
+from support.links import SMALL_PROGRAM
 from support.opt_command import OPT
+from support.tools import Llvm
 
 # ---------------------------------------------------------------------------------
 # The wire format, held to protobuf's own encoding of Buck2's messages

@@ -18,7 +18,7 @@ from dist_lto import TYPE_CHECKING
 from dist_lto.backend import action_status
 from dist_lto.cli import error_report, internal_error_report
 from dist_lto.commands import opt
-from dist_lto.distribute.scheduler import WorkerCompiler
+from dist_lto.distribute.compilers import WorkerCompiler
 from dist_lto.errors import EXIT_INTERNAL, DistLtoError
 
 if TYPE_CHECKING:
