@@ -87,7 +87,7 @@ def worker_logs(build: str) -> list[str]:
 
 
 def opt_ran(buck2: Buck2) -> list[Ran]:
-    return [r for r in buck2.what_ran() if r.category == "thin_lto_opt"]
+    return [r for r in buck2.what_ran(worker_starts=True) if r.category == "thin_lto_opt"]
 
 
 def out_of(ran: Ran) -> str:

@@ -172,10 +172,16 @@ class Buck2:
         shown = orjson.loads(proc.stdout)
         return {label: Path(path) for label, path in shown.items()}
 
-    def what_ran(self) -> list[Ran]:
-        """The actions the last command ran (not those served from a cache)."""
+    def what_ran(self, *, worker_starts: bool = False) -> list[Ran]:
+        """The actions the last command ran (not those served from a cache).
+
+        An action that started a persistent worker (the opt worker) is listed twice,
+        first as `WorkerInit` with the worker's command, then as `Worker` with its own
+        arguments: the first is left out unless `worker_starts`.
+        """
         proc = self("log", "what-ran", "--format", "json", config=False)
-        return [Ran.from_json(orjson.loads(line)) for line in proc.stdout.splitlines() if line]
+        ran = [Ran.from_json(orjson.loads(line)) for line in proc.stdout.splitlines() if line]
+        return [r for r in ran if worker_starts or r.executor != "WorkerInit"]
 
     def kill(self) -> None:
         subprocess.run(
