@@ -12,6 +12,7 @@ cancelled) or whose `timeout_s` passes stops its clang.
 import os
 import sys
 import threading
+from collections.abc import Iterable
 
 import grpc
 
@@ -39,7 +40,9 @@ class OptService:
         context.add_callback(running.stop)  # the call ended early: Buck2 cancelled it
         return self._run(command, running)
 
-    def exec_stream(self, events, context: grpc.ServicerContext) -> protocol.Response:  # type: ignore[no-untyped-def]
+    def exec_stream(
+        self, events: Iterable[protocol.Event], context: grpc.ServicerContext
+    ) -> protocol.Response:
         running = Running()
         context.add_callback(running.stop)
         first = next(iter(events), None)
