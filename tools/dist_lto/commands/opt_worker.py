@@ -16,6 +16,7 @@ from dist_lto import TYPE_CHECKING
 from dist_lto.backend import PARENT_POLL_SECONDS, remove_private_dir
 from dist_lto.cli import argument_parser, parse, scan
 from dist_lto.errors import BadInput
+from dist_lto.fsutil import private_tmpdir
 
 if TYPE_CHECKING:
     import argparse
@@ -73,7 +74,7 @@ def main(argv: list[str]) -> int:
     from dist_lto.worker.requests import CompilerPool
     from dist_lto.worker.server import OptService, log, start
 
-    tmp = _private_tmpdir()
+    tmp = private_tmpdir("dist-lto-worker")
     env = None if tmp is None else {**os.environ, "TMPDIR": tmp}
     pool = CompilerPool(default_cache_dir(), log, env)
     service = OptService(pool)
@@ -119,15 +120,3 @@ def _watch_parent(stop: threading.Event) -> None:
                 stop.set()
 
     threading.Thread(target=watch, daemon=True).start()
-
-
-def _private_tmpdir() -> str | None:
-    """A TMPDIR for every compiler of this worker (their crash reproducers go there),
-    removed when it stops; None when it cannot be made (TMPDIR stays as it is)."""
-    base = os.environ.get("TMPDIR") or "/tmp"
-    path = os.path.join(base, f"dist-lto-worker-{os.getpid()}-{os.urandom(6).hex()}")
-    try:
-        os.mkdir(path, 0o700)
-    except OSError:
-        return None
-    return path

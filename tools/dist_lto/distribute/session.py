@@ -20,7 +20,7 @@ from dist_lto.distribute.pool import Pool
 from dist_lto.distribute.relocation import with_module_models
 from dist_lto.distribute.tiers import Tiers
 from dist_lto.errors import BadInput, DistLtoError
-from dist_lto.fsutil import open_input, remove_quietly
+from dist_lto.fsutil import open_input, private_tmpdir, remove_quietly
 
 if TYPE_CHECKING:
     from dist_lto.distribute.cache_key import KeyMaker
@@ -83,21 +83,6 @@ def _open_remote_cache(
             raise
         reporter.note(f"warning: remote cache not used: {err.message}")
         return None
-
-
-def _private_tmpdir() -> str | None:
-    """A new directory for the compilers' TMPDIR, removed when the distribution ends: a
-    compiler that crashes writes its reproducer files (preprocessed source, run script)
-    there, and a link must not leave them in the user's temporary directory. None when
-    it cannot be made (then the compilers get TMPDIR as it is). Made by hand: `tempfile`
-    and `shutil` cost the distributor's start-up imports it otherwise never needs."""
-    base = os.environ.get("TMPDIR") or "/tmp"
-    path = os.path.join(base, f"dist-lto-{os.getpid()}-{os.urandom(6).hex()}")
-    try:
-        os.mkdir(path, 0o700)
-    except OSError:
-        return None
-    return path
 
 
 def check_module_paths(files: JobFile) -> None:
@@ -229,7 +214,7 @@ def run_jobs(
         remote_cache = _open_remote_cache(files, settings, reporter)
     preload = _fork_server_library(files, settings, reporter)
     slots = _job_slots(settings, reporter)
-    private_tmp = _private_tmpdir()
+    private_tmp = private_tmpdir("dist-lto")
     env = os.environ if private_tmp is None else {**os.environ, "TMPDIR": private_tmp}
     tiers = Tiers(files, reporter, threading.Condition(), cache, keys, remote, remote_cache)
     distribution = Pool(
