@@ -8,7 +8,8 @@
 
 # The package action and `dist_lto_command` are shared with the tools for Buck2's
 # upstream prelude (upstream/defs.bzl).
-load("//dist_lto_package.bzl", "compile_dist_lto_package", _dist_lto_command = "dist_lto_command")
+load("//dist_lto:package.bzl", "compile_dist_lto_package", _dist_lto_command = "dist_lto_command")
+load("//dist_lto:tools.bzl", "DistLtoTools")
 
 dist_lto_command = _dist_lto_command
 
@@ -80,17 +81,16 @@ llvm_toolchain = rule(
     },
 )
 
-def opt_executable(toolchain: LlvmToolchainInfo) -> WorkerRunInfo | RunInfo:
-    """The `exe` of an opt action, whose arguments are `dist-lto opt`'s (after `opt`).
-
-    Run locally, Buck2 sends the arguments to the toolchain's worker; run remotely (or with
-    `[build] use_persistent_workers = false`, or no worker), the command is `dist-lto opt`
-    followed by the arguments, exactly the command an opt action always ran.
-    """
-    opt = dist_lto_command(toolchain.opt_python, toolchain.dist_lto_pkg, "opt", fast = True)
-    if toolchain.opt_worker == None:
-        return RunInfo(args = opt)
-    return WorkerRunInfo(worker = toolchain.opt_worker, exe = opt)
+def dist_lto_tools(toolchain: LlvmToolchainInfo) -> DistLtoTools:
+    """What the distributed link's phases (prelude/dist_lto/) run, from this toolchain."""
+    return DistLtoTools(
+        python = toolchain.python,
+        opt_python = toolchain.opt_python,
+        dist_lto_pkg = toolchain.dist_lto_pkg,
+        opt_worker = toolchain.opt_worker,
+        clang = toolchain.clang,
+        test_drop_import = toolchain.test_drop_import,
+    )
 
 TOOLCHAIN = "root//:llvm"
 """The toolchain target every rule uses (a private attribute default)."""

@@ -142,7 +142,7 @@ TWO_LINKS = {
         load("@prelude//cxx:compile.bzl", "compile_sources")
         load("@prelude//cxx:providers.bzl", "CxxLinkInfo", "LinkGroup", "ObjectLinkable")
         load("@prelude//dist_lto:link.bzl", "dist_lto_link")
-        load("@prelude//toolchain.bzl", "LlvmToolchainInfo", "TOOLCHAIN")
+        load("@prelude//toolchain.bzl", "LlvmToolchainInfo", "TOOLCHAIN", "dist_lto_tools")
 
         # One target, two distributed links of the same inputs under two names.
         def _impl(ctx: AnalysisContext) -> list[Provider]:
@@ -151,8 +151,10 @@ TWO_LINKS = {
             linkables = [ObjectLinkable(object = o.object, bitcode = o.bitcode) for o in objects]
             own = LinkGroup(owner = "main", linkables = linkables, cxx = False)
             groups = [own] + ctx.attrs.lib[CxxLinkInfo].groups
-            a = dist_lto_link(ctx, toolchain, "a", groups, [], None)
-            b = dist_lto_link(ctx, toolchain, "b", groups, [], None)
+            tools = dist_lto_tools(toolchain)
+            driver = cmd_args(toolchain.clang, toolchain.linker_flags)
+            a = dist_lto_link(ctx, tools, "a", groups, driver, ["-O2"]).binary
+            b = dist_lto_link(ctx, tools, "b", groups, driver, ["-O2"]).binary
             return [DefaultInfo(default_output = a, other_outputs = [b])]
 
         two_links = rule(impl = _impl, attrs = {

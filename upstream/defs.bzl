@@ -6,8 +6,8 @@
 # runs a tool gets the package as an input, so a remote worker needs nothing of ours
 # installed, only the Python named in the user's `[dist_lto]` configuration.
 
-# A link to prelude/dist_lto_package.bzl, shared with our own rules' toolchain.
-load(":dist_lto_package.bzl", "compile_dist_lto_package", "dist_lto_command")
+# Shared with our own rules' toolchain (prelude/toolchain.bzl).
+load("//prelude/dist_lto:package.bzl", "compile_dist_lto_package", "dist_lto_command")
 
 DistLtoPackageInfo = provider(
     doc = "The dist-lto Python package, compiled.",
@@ -26,6 +26,34 @@ dist_lto_package = rule(
     attrs = {
         "srcs": attrs.list(attrs.source()),
         "python": attrs.string(doc = "a Python 3.11+ that compiles the bytecode"),
+    },
+)
+
+DistLtoToolsetInfo = provider(
+    doc = "What dist_lto_cxx_binary (cxx_binary.bzl) runs besides the C++ toolchain's tools.",
+    fields = {
+        # Python 3.11+ with orjson and libarchive-c: runs prepare and plan.
+        "python": provider_field(str),
+        # Python 3.11+: runs opt, once per module, with -S -E.
+        "opt_python": provider_field(str),
+        # The compiled dist-lto package.
+        "pkg": provider_field(Artifact),
+    },
+)
+
+def _toolset_impl(ctx: AnalysisContext) -> list[Provider]:
+    pkg = ctx.attrs.package[DistLtoPackageInfo].pkg
+    return [
+        DefaultInfo(default_output = pkg),
+        DistLtoToolsetInfo(python = ctx.attrs.python, opt_python = ctx.attrs.opt_python, pkg = pkg),
+    ]
+
+dist_lto_toolset = rule(
+    impl = _toolset_impl,
+    attrs = {
+        "package": attrs.dep(providers = [DistLtoPackageInfo]),
+        "python": attrs.string(doc = "Python 3.11+ with orjson and libarchive-c"),
+        "opt_python": attrs.string(doc = "any Python 3.11+"),
     },
 )
 

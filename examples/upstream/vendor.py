@@ -20,8 +20,8 @@ def vendor(cell: Path = CELL) -> Path:
     staging.mkdir(parents=True)
     shutil.copy2(REPO / ".buckconfig", staging / ".buckconfig")
     shutil.copytree(REPO / "upstream", staging / "upstream", symlinks=True)
-    (staging / "prelude").mkdir()  # upstream/dist_lto_package.bzl links to it
-    shutil.copy2(REPO / "prelude" / "dist_lto_package.bzl", staging / "prelude")
+    # The distributed link's phases and the package rule: upstream/ loads them.
+    shutil.copytree(REPO / "prelude" / "dist_lto", staging / "prelude" / "dist_lto")
     (staging / "platforms").mkdir()
     shutil.copy2(REPO / "platforms" / "defs.bzl", staging / "platforms" / "defs.bzl")
     shutil.copytree(

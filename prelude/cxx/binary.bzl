@@ -3,9 +3,9 @@
 # Buck2 action per backend, scheduled from the index step's plans).
 
 load("//dist_lto:link.bzl", "dist_lto_link")
-load("//toolchain.bzl", "LlvmToolchainInfo", "TOOLCHAIN")
+load("//toolchain.bzl", "LlvmToolchainInfo", "TOOLCHAIN", "dist_lto_tools")
 load(":compile.bzl", "compile_sources", "header_dir")
-load(":link.bzl", "link_binary", "sample_profile_flags")
+load(":link.bzl", "link_binary", "link_driver", "sample_profile_flags")
 load(
     ":providers.bzl",
     "ArgsLinkable",
@@ -36,7 +36,15 @@ def _cxx_binary_impl(ctx: AnalysisContext) -> list[Provider]:
     groups = merge_groups([own], ctx.attrs.deps) + [_flags_group(ctx)]
     profile = ctx.attrs.sample_profile
     if ctx.attrs.dist_lto:
-        out = dist_lto_link(ctx, toolchain, ctx.label.name, groups, ctx.attrs.linker_flags, profile)
+        out = dist_lto_link(
+            ctx,
+            dist_lto_tools(toolchain),
+            ctx.label.name,
+            groups,
+            cmd_args(link_driver(toolchain, groups), toolchain.linker_flags),
+            [toolchain.linker_flags, "-flto=thin", ctx.attrs.linker_flags, sample_profile_flags(profile)],
+            [profile] if profile else [],
+        ).binary
     else:
         out = link_binary(ctx, toolchain, groups, sample_profile_flags(profile), lto)
     return [DefaultInfo(default_output = out), RunInfo(args = cmd_args(out))]

@@ -1,22 +1,8 @@
 # Plain and in-process ThinLTO links: the link line from the link groups.
 
+load("//dist_lto:linkables.bzl", "linkable_args")
 load("//toolchain.bzl", "LlvmToolchainInfo")
-load(":providers.bzl", "ArchiveLinkable", "ArgsLinkable", "LinkGroup", "Linkable", "ObjectLinkable")
-
-WHOLE_ARCHIVE = "-Wl,--whole-archive"
-NO_WHOLE_ARCHIVE = "-Wl,--no-whole-archive"
-
-def linkable_args(linkable: Linkable) -> list:
-    """What one linkable puts on the link line (strings and artifacts)."""
-    if isinstance(linkable, ObjectLinkable):
-        return [linkable.object]
-    if isinstance(linkable, ArchiveLinkable):
-        if linkable.whole:
-            return [WHOLE_ARCHIVE, linkable.archive, NO_WHOLE_ARCHIVE]
-        return [linkable.archive]
-    if isinstance(linkable, ArgsLinkable):
-        return list(linkable.args)
-    fail("not a linkable: {}".format(linkable))
+load(":providers.bzl", "ArchiveLinkable", "LinkGroup")
 
 def link_line(groups: list[LinkGroup]):
     """The inputs of a link in order, as a command line (thin members as hidden inputs)."""

@@ -5,42 +5,22 @@
 # static link needs): each library lists itself, then its dependencies' lists, and
 # a merge keeps the last occurrence of each library.
 
-# A compiled object on the link line.
-ObjectLinkable = record(
-    object = Artifact,
-    # Compiled with -flto=thin (LLVM bitcode). The planner checks: a native object
-    # wrongly marked bitcode is passed through, never optimised.
-    bitcode = bool,
+# The linkables and link groups are the distributed link's own input model
+# (prelude/dist_lto/linkables.bzl), shared with dist_lto_cxx_binary.
+load(
+    "//dist_lto:linkables.bzl",
+    _ArchiveLinkable = "ArchiveLinkable",
+    _ArgsLinkable = "ArgsLinkable",
+    _LinkGroup = "LinkGroup",
+    _Linkable = "Linkable",
+    _ObjectLinkable = "ObjectLinkable",
 )
 
-# An archive on the link line.
-ArchiveLinkable = record(
-    archive = Artifact,
-    # A thin archive's members, in archive order: the archive only names them, so
-    # they are inputs of every action that reads it. Empty for a regular archive.
-    members = list[Artifact],
-    # May hold bitcode members: distributed ThinLTO prepares and indexes it. False
-    # for archives known to be native, which pass through as they are.
-    bitcode = bool,
-    # Linked with --whole-archive (every member, not only those that resolve symbols).
-    whole = bool,
-)
-
-# Plain linker arguments (-l flags, say), passed unchanged, in place.
-ArgsLinkable = record(
-    args = list[str],
-)
-
-Linkable = ObjectLinkable | ArchiveLinkable | ArgsLinkable
-
-# One library's contribution to a link.
-LinkGroup = record(
-    # The library's label: identifies it when the lists of several deps merge.
-    owner = str,
-    linkables = list[Linkable],
-    # Needs the C++ runtime: the link uses clang++.
-    cxx = bool,
-)
+ObjectLinkable = _ObjectLinkable
+ArchiveLinkable = _ArchiveLinkable
+ArgsLinkable = _ArgsLinkable
+Linkable = _Linkable
+LinkGroup = _LinkGroup
 
 CxxLinkInfo = provider(
     doc = "The link groups of a library and of everything it depends on, in link order.",

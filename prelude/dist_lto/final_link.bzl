@@ -3,12 +3,10 @@
 # archive members in the original link order; this action depends on exactly the
 # files the plan says the link uses.
 
-load("//toolchain.bzl", "LlvmToolchainInfo")
 load(":types.bzl", "DistLink")
 
 def final_link(
         ctx: AnalysisContext,
-        toolchain: LlvmToolchainInfo,
         link: DistLink,
         driver_command,
         out: Artifact) -> None:

@@ -34,8 +34,9 @@ def meta_archive(index: int, manifest: Artifact, plan_output, index_dir, opt_obj
     }
 
 def meta_args(args: list) -> dict[str, typing.Any]:
-    """Link-line arguments the planner passes through in place."""
-    return {"kind": "args", "args": args}
+    """Link-line arguments the planner passes through in place: strings, artifacts and
+    cmd_args, written as one flat list of strings (a cmd_args is written as a list)."""
+    return {"kind": "args", "args": cmd_args(args)}
 
 def meta_group(linkables: list[dict[str, typing.Any]]) -> dict[str, typing.Any]:
     return {"pre_flags": [], "post_flags": [], "linkables": linkables}

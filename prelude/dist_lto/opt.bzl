@@ -5,9 +5,9 @@
 # execution (tests/test_buck2_remote.py builds on an engine whose input roots hold
 # only declared inputs).
 
-load("//toolchain.bzl", "LlvmToolchainInfo", "opt_executable")
 load(":formats.bzl", "manifest_member_files")
-load(":types.bzl", "DistLink", "PreparedArchive")
+load(":tools.bzl", "DistLtoTools", "opt_executable")
+load(":types.bzl", "DistLink")
 
 def _member_files(link: DistLink, artifacts, archive_index: int) -> dict[int, Artifact]:
     """Archive `archive_index`'s members as the index step read them, by position: a
@@ -43,13 +43,23 @@ def _manifests(link: DistLink) -> list[Artifact]:
     """The manifests an opt callback may read to find imported archive members."""
     return [a.manifest for a in link.archives if not a.linkable.members]
 
+def _split_dwarf_args(link: DistLink, dwo) -> list:
+    """`dist-lto opt`'s split-DWARF options for the link's mode (`dwo`: the module's
+    .dwo output in `split` mode)."""
+    if link.split_dwarf == "split":
+        return ["--dwo", dwo]
+    if link.split_dwarf == "single":
+        return ["--split-dwarf=single"]
+    return []
+
 def _run_opt(
         ctx: AnalysisContext,
-        toolchain: LlvmToolchainInfo,
+        toolchain: DistLtoTools,
         link: DistLink,
         module: Artifact,
         index_file: Artifact,
         out,
+        dwo,
         imports: list[Artifact],
         identifier: str) -> None:
     if toolchain.test_drop_import and identifier.endswith(toolchain.test_drop_import):
@@ -61,6 +71,7 @@ def _run_opt(
         index_file,
         "--out",
         out,
+        _split_dwarf_args(link, dwo),
         "--args",
         link.link_flags_file,
         "--",
@@ -69,9 +80,10 @@ def _run_opt(
     )
     ctx.actions.run(cmd, category = "thin_lto_opt", identifier = identifier, exe = opt_executable(toolchain))
 
-def opt_object(ctx: AnalysisContext, toolchain: LlvmToolchainInfo, link: DistLink, index: int) -> None:
-    """Bind object `index`'s optimised object from its plan."""
+def opt_object(ctx: AnalysisContext, toolchain: DistLtoTools, link: DistLink, index: int) -> None:
+    """Bind object `index`'s optimised object (and .dwo file) from its plan."""
     obj = link.objects[index]
+    declared = [obj.opt.as_output()] + ([obj.dwo.as_output()] if obj.dwo else [])
 
     def optimize(ctx: AnalysisContext, artifacts, outputs) -> None:
         plan = artifacts[obj.plan].read_json()
@@ -79,6 +91,8 @@ def opt_object(ctx: AnalysisContext, toolchain: LlvmToolchainInfo, link: DistLin
             # Native after all: the final link uses the object itself; bind the
             # declared output to a copy so that it exists.
             ctx.actions.copy_file(outputs[obj.opt], obj.object)
+            if obj.dwo:
+                ctx.actions.write(outputs[obj.dwo], "")
             return
         _run_opt(
             ctx,
@@ -87,30 +101,34 @@ def opt_object(ctx: AnalysisContext, toolchain: LlvmToolchainInfo, link: DistLin
             obj.object,
             obj.index_file,
             outputs[obj.opt].as_output(),
+            outputs[obj.dwo].as_output() if obj.dwo else None,
             _imports(link, _member_lookup(link, artifacts), plan),
             "{}/{}:{}".format(link.name, index, obj.object.short_path),
         )
 
     ctx.actions.dynamic_output(
         dynamic = [obj.plan] + _manifests(link),
-        outputs = [obj.opt.as_output()],
+        outputs = declared,
         f = optimize,
     )
 
-def opt_archive(ctx: AnalysisContext, toolchain: LlvmToolchainInfo, link: DistLink, index: int) -> None:
-    """Bind archive `index`'s directory of optimised members from its plan."""
+def opt_archive(ctx: AnalysisContext, toolchain: DistLtoTools, link: DistLink, index: int) -> None:
+    """Bind archive `index`'s directory of optimised members (and of their .dwo files)
+    from its plan."""
     archive = link.archives[index]
+    declared = [archive.opt_dir.as_output()] + ([archive.dwo_dir.as_output()] if archive.dwo_dir else [])
 
     def optimize(ctx: AnalysisContext, artifacts, outputs) -> None:
         plan = artifacts[archive.plan].read_json()
         member = _member_lookup(link, artifacts)
         optimised = {}
+        dwos = {}
         for entry in plan["members"]:
             if not entry["opt"]:
                 continue
-            out = ctx.actions.declare_output(
-                "dist_lto/{}/archives/{}/opt_members/{}".format(link.name, index, entry["opt_object"]),
-            )
+            prefix = "dist_lto/{}/archives/{}/opt_members/{}".format(link.name, index, entry["opt_object"])
+            out = ctx.actions.declare_output(prefix)
+            dwo = ctx.actions.declare_output(prefix + ".dwo") if archive.dwo_dir else None
             _run_opt(
                 ctx,
                 toolchain,
@@ -118,15 +136,20 @@ def opt_archive(ctx: AnalysisContext, toolchain: LlvmToolchainInfo, link: DistLi
                 member(index, entry["position"]),
                 archive.index_dir.project(entry["index_file"]),
                 out.as_output(),
+                dwo.as_output() if dwo else None,
                 _imports(link, member, entry),
                 "{}/archive {}:{}@{}".format(link.name, index, entry["name"], entry["position"]),
             )
             optimised[entry["opt_object"]] = out
+            if dwo:
+                dwos[entry["opt_object"] + ".dwo"] = dwo
         ctx.actions.symlinked_dir(outputs[archive.opt_dir], optimised)
+        if archive.dwo_dir:
+            ctx.actions.symlinked_dir(outputs[archive.dwo_dir], dwos)
 
     ctx.actions.dynamic_output(
         dynamic = [archive.plan] + _manifests(link),
-        outputs = [archive.opt_dir.as_output()],
+        outputs = declared,
         f = optimize,
     )
 

@@ -7,11 +7,11 @@
 # manifests: the planner does, which is why this is a plain action and not a
 # dynamic_output.
 
-load("//cxx:link.bzl", "linkable_args")
-load("//cxx:providers.bzl", "ArchiveLinkable", "LinkGroup", "ObjectLinkable")
-load("//toolchain.bzl", "LlvmToolchainInfo", "dist_lto_command")
 load(":formats.bzl", "meta", "meta_archive", "meta_args", "meta_group", "meta_object")
+load(":linkables.bzl", "ArchiveLinkable", "LinkGroup", "ObjectLinkable", "linkable_args")
+load(":package.bzl", "dist_lto_command")
 load(":prepare.bzl", "prepare_archive")
+load(":tools.bzl", "DistLtoTools")
 load(":types.bzl", "BitcodeObject", "PreparedArchive")
 
 # The link as the planner will see it: the meta's groups and what they number.
@@ -19,11 +19,22 @@ CollectedLink = record(
     groups = list,
     objects = list[BitcodeObject],
     archives = list[PreparedArchive],
-    static_inputs = list[Artifact],
+    # Artifacts, and cmd_args holding artifacts (flags from upstream's providers).
+    static_inputs = list[Artifact | cmd_args],
 )
 
-def collect_link(ctx: AnalysisContext, toolchain: LlvmToolchainInfo, name: str, groups: list[LinkGroup]) -> CollectedLink:
-    """Number the bitcode objects and archives, declare their files, prepare the archives."""
+def collect_link(
+        ctx: AnalysisContext,
+        tools: DistLtoTools,
+        name: str,
+        groups: list[LinkGroup],
+        split_dwarf: bool) -> CollectedLink:
+    """Number the bitcode objects and archives, declare their files, prepare the archives.
+
+    Args:
+        split_dwarf: declare a .dwo output per bitcode object and a .dwo directory per
+            archive (the `split` mode of SPLIT_DWARF_MODES).
+    """
     objects = []
     archives = []
     static_inputs = []
@@ -32,7 +43,7 @@ def collect_link(ctx: AnalysisContext, toolchain: LlvmToolchainInfo, name: str, 
         linkables = []
         for linkable in group.linkables:
             if isinstance(linkable, ObjectLinkable) and linkable.bitcode:
-                obj = _declare_object(ctx, name, linkable.object, len(objects))
+                obj = _declare_object(ctx, name, linkable.object, len(objects), split_dwarf)
                 linkables.append(meta_object(
                     len(objects),
                     obj.object,
@@ -42,7 +53,7 @@ def collect_link(ctx: AnalysisContext, toolchain: LlvmToolchainInfo, name: str, 
                 ))
                 objects.append(obj)
             elif isinstance(linkable, ArchiveLinkable) and linkable.bitcode:
-                archive = _declare_archive(ctx, toolchain, name, linkable, len(archives))
+                archive = _declare_archive(ctx, tools, name, linkable, len(archives), split_dwarf)
                 linkables.append(meta_archive(
                     len(archives),
                     archive.manifest,
@@ -55,7 +66,7 @@ def collect_link(ctx: AnalysisContext, toolchain: LlvmToolchainInfo, name: str, 
                 static_inputs.extend(linkable.members)
             else:
                 args = linkable_args(linkable)
-                static_inputs.extend([a for a in args if isinstance(a, Artifact)])
+                static_inputs.extend([a for a in args if not isinstance(a, str)])
                 if isinstance(linkable, ArchiveLinkable):
                     static_inputs.extend(linkable.members)
                 linkables.append(meta_args(args))
@@ -63,17 +74,24 @@ def collect_link(ctx: AnalysisContext, toolchain: LlvmToolchainInfo, name: str, 
             meta_groups.append(meta_group(linkables))
     return CollectedLink(groups = meta_groups, objects = objects, archives = archives, static_inputs = static_inputs)
 
-def _declare_object(ctx: AnalysisContext, link_name: str, object: Artifact, index: int) -> BitcodeObject:
+def _declare_object(ctx: AnalysisContext, link_name: str, object: Artifact, index: int, split_dwarf: bool) -> BitcodeObject:
     prefix = "dist_lto/{}/objects/{}".format(link_name, index)
     return BitcodeObject(
         object = object,
         index_file = ctx.actions.declare_output(prefix, object.basename + ".thinlto.bc"),
         plan = ctx.actions.declare_output(prefix, "plan.json"),
         opt = ctx.actions.declare_output(prefix, "opt/" + object.basename),
+        dwo = ctx.actions.declare_output(prefix, "opt/" + object.basename + ".dwo") if split_dwarf else None,
     )
 
-def _declare_archive(ctx: AnalysisContext, toolchain: LlvmToolchainInfo, link_name: str, linkable: ArchiveLinkable, index: int) -> PreparedArchive:
-    prepared = prepare_archive(ctx, toolchain, link_name, linkable, index)
+def _declare_archive(
+        ctx: AnalysisContext,
+        tools: DistLtoTools,
+        link_name: str,
+        linkable: ArchiveLinkable,
+        index: int,
+        split_dwarf: bool) -> PreparedArchive:
+    prepared = prepare_archive(ctx, tools, link_name, linkable, index)
     prefix = "dist_lto/{}/archives/{}".format(link_name, index)
     return PreparedArchive(
         linkable = linkable,
@@ -82,11 +100,12 @@ def _declare_archive(ctx: AnalysisContext, toolchain: LlvmToolchainInfo, link_na
         plan = ctx.actions.declare_output(prefix, "plan.json"),
         index_dir = ctx.actions.declare_output(prefix, "index", dir = True),
         opt_dir = ctx.actions.declare_output(prefix, "opt", dir = True),
+        dwo_dir = ctx.actions.declare_output(prefix, "dwo", dir = True) if split_dwarf else None,
     )
 
 def run_plan(
         ctx: AnalysisContext,
-        toolchain: LlvmToolchainInfo,
+        tools: DistLtoTools,
         link_name: str,
         link: CollectedLink,
         driver_command,
@@ -109,7 +128,7 @@ def run_plan(
         outputs += [archive.plan.as_output(), archive.index_dir.as_output()]
         inputs += [archive.objects_dir, archive.manifest]
     cmd = cmd_args(
-        dist_lto_command(toolchain.python, toolchain.dist_lto_pkg, "plan"),
+        dist_lto_command(tools.python, tools.dist_lto_pkg, "plan"),
         meta_file,
         "--",
         driver_command,

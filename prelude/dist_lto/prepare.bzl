@@ -1,15 +1,16 @@
 # Phase 1: each archive that may hold bitcode becomes a directory of objects and a
 # manifest (`dist-lto prepare`), so the index step can see its members as files.
 
-load("//cxx:providers.bzl", "ArchiveLinkable")
-load("//toolchain.bzl", "LlvmToolchainInfo", "dist_lto_command")
 load(":formats.bzl", "PREPARED_MANIFEST", "PREPARED_OBJECTS")
+load(":linkables.bzl", "ArchiveLinkable")
+load(":package.bzl", "dist_lto_command")
+load(":tools.bzl", "DistLtoTools")
 
 PreparedFiles = record(objects_dir = Artifact, manifest = Artifact)
 
 def prepare_archive(
         ctx: AnalysisContext,
-        toolchain: LlvmToolchainInfo,
+        tools: DistLtoTools,
         link_name: str,
         linkable: ArchiveLinkable,
         index: int) -> PreparedFiles:
@@ -18,7 +19,7 @@ def prepare_archive(
     objects_dir = ctx.actions.declare_output(prefix, PREPARED_OBJECTS, dir = True)
     manifest = ctx.actions.declare_output(prefix, PREPARED_MANIFEST)
     cmd = cmd_args(
-        dist_lto_command(toolchain.python, toolchain.dist_lto_pkg, "prepare"),
+        dist_lto_command(tools.python, tools.dist_lto_pkg, "prepare"),
         "--archive",
         linkable.archive,
         "--objects-out",

@@ -1,6 +1,6 @@
 # The dist-lto package as a Buck2 artifact, and the command that runs it: shared by our
 # rules' toolchain (toolchain.bzl) and the tools for Buck2's upstream prelude
-# (upstream/defs.bzl, through the link upstream/dist_lto_package.bzl). Only Buck2
+# (upstream/defs.bzl) and the phases of this directory. Only Buck2
 # built-ins: a user's repository loads it from the `dist_lto` cell, whichever prelude
 # it has.
 #

@@ -1,1 +1,0 @@
-../prelude/dist_lto_package.bzl
