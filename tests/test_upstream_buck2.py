@@ -14,6 +14,7 @@ import shutil
 import stat
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,8 +41,12 @@ PROGRAMS = {
     ),
     "//rust:linestats_report": (["x\nyy\nx\nzzz z\n"], "lines 3 longest 5\nwords 5\n"),
 }
-"""Program -> (arguments, expected output): the distributed build and its in-process
-twin (`NAME-inprocess`) must both print exactly this."""
+"""Program -> (arguments, expected output): the distributed build, its in-process twin
+(`NAME-inprocess`) and its build with our own phases (`NAME-fine`, dist_lto_cxx_binary)
+must all print exactly this."""
+
+VARIANTS = ("", "-inprocess", "-fine")
+"""Each program's targets: upstream's distributed ThinLTO, in-process, our phases."""
 
 
 def scratch_copy(dest: Path, local_config: str = "") -> Path:
@@ -72,7 +77,7 @@ def buck2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Buck2]:
 @pytest.fixture(scope="module")
 def built(buck2: Buck2) -> tuple[dict[str, Path], list[Ran]]:
     """Every program and twin, built once; what that build ran."""
-    targets = [t for p in PROGRAMS for t in (p, p + "-inprocess")]
+    targets = [p + v for p in PROGRAMS for v in VARIANTS]
     outputs = buck2.outputs(*targets)
     return {label.removeprefix("root"): path for label, path in outputs.items()}, buck2.what_ran()
 
@@ -89,14 +94,13 @@ def test_distributed_program_prints_what_its_in_process_twin_prints(
 ) -> None:
     outputs, _ = built
     args, expected = PROGRAMS[program]
-    assert run(outputs[program], args) == expected
-    assert run(outputs[program + "-inprocess"], args) == expected
+    for variant in VARIANTS:
+        assert run(outputs[program + variant], args) == expected, variant
 
 
 def _ran(ran: list[Ran], target: str, category: str) -> set[str]:
-    return {
-        r.identifier for r in ran if r.target.startswith("root" + target) and r.category == category
-    }
+    """What ran for `target` itself (not its `-fine` or `-inprocess` twin)."""
+    return {r.identifier for r in ran if r.target == "root" + target and r.category == category}
 
 
 def test_loaded_modules_get_opt_actions_and_never_loaded_members_do_not(
@@ -293,6 +297,114 @@ def test_failing_backends_fail_their_buck2_action_naming_the_module(
     assert "backend crashed" in err
     # The good modules still succeeded.
     assert "thin_lto_opt_archive_executable m/plugins.c.o" not in err
+
+
+# ---------------------------------------------------------------------------------
+# dist_lto_cxx_binary (`NAME-fine`): our own phases over the same upstream libraries.
+
+
+def _fine_modules(ran: list[Ran], target: str) -> set[str]:
+    """The modules whose opt actions ran for a `-fine` target, by base name (an
+    identifier is `LINK/N:PATH` or `LINK/archive N:PATH@POSITION`)."""
+    found = set()
+    for r in ran:
+        if r.target == "root" + target and r.category == "thin_lto_opt":
+            path = r.identifier.split(":", 1)[1].rsplit("@", 1)[0]
+            found.add(os.path.basename(path))
+    return found
+
+
+def test_our_phases_optimise_exactly_the_loaded_modules_with_no_copy_actions(
+    built: tuple[dict[str, Path], list[Ran]],
+) -> None:
+    """Never-loaded members (unused.c, quiet.c) and native ones (mix.c, echo.c) get no
+    action at all; the Rust staticlib's native members are linked from the prepared
+    directory, not bound one action each."""
+    _, ran = built
+    assert _fine_modules(ran, "//c:wordstats-fine") == {
+        "main.c.o", "checksum.c.o", "plugins.c.o", "words.c.o", "shout.c.o"
+    }  # fmt: skip
+    assert _fine_modules(ran, "//cpp:shapes_report-fine") == {
+        "main.cpp.o", "circle.cpp.o", "registry.cpp.o", "square.cpp.o", "words.c.o"
+    }  # fmt: skip
+    rust = _fine_modules(ran, "//rust:linestats_report-fine") - {"main.c.o", "words.c.o"}
+    assert rust and all(m.startswith("linestats-") for m in rust), rust
+    for program in PROGRAMS:
+        categories = Counter(r.category for r in ran if r.target == f"root{program}-fine")
+        assert categories["thin_lto_plan"] == categories["thin_lto_link"] == 1
+        assert set(categories) <= {"archive", "thin_lto_prepare", "thin_lto_plan",
+                                   "thin_lto_opt", "thin_lto_link"}, categories  # fmt: skip
+    rust_actions = [r for r in ran if r.target == "root//rust:linestats_report-fine"]
+    assert len(rust_actions) == len(_fine_modules(ran, "//rust:linestats_report-fine")) + 4
+
+
+def _lld_importers(objects: list[Path], plugin: Path, module: str, scratch: Path) -> set[str]:
+    """The modules that import from `module` (a base name), as LLD's index step says:
+    the program's objects linked as the build links them (libraries lazily), with
+    `--thinlto-emit-imports-files`, in a directory of copies."""
+    scratch.mkdir()
+    groups: dict[str, list[str]] = {}
+    for obj in objects:
+        shutil.copy(obj, scratch / obj.name)
+        groups.setdefault(obj.parent.parent.name, []).append(obj.name)
+    line = groups.pop("__wordstats-fine-objects__")
+    for members in groups.values():
+        line += ["-Wl,--start-lib", *sorted(members), "-Wl,--end-lib"]
+    subprocess.run(
+        ["/usr/lib/llvm-22/bin/clang", "-fuse-ld=lld", "-O2", "-flto=thin", *line,
+         "-Wl,--whole-archive", str(plugin), "-Wl,--no-whole-archive",
+         "-Wl,--thinlto-index-only", "-Wl,--thinlto-emit-imports-files", "-o", "a.out"],
+        cwd=scratch, check=True, capture_output=True,
+    )  # fmt: skip
+    return {
+        f.name.removesuffix(".imports")
+        for f in scratch.glob("*.imports")
+        if module in f.read_text().split()
+    }
+
+
+EDIT = "\nint words_edited(int x) { return 3 * x + 1; }\n"
+"""Appended to one library source: a function nobody calls."""
+
+
+def test_one_edit_reruns_the_module_and_its_importers_where_upstream_reruns_the_archive(
+    buck2: Buck2, tmp_path: Path
+) -> None:
+    """After one edit to c/words.c, our phases rerun the opt actions of words.c and of
+    the modules LLD's .imports files say import from it; upstream's route reruns every
+    optimised member of the archive (each takes the archive's whole directories)."""
+    targets = ("//c:wordstats", "//c:wordstats-fine")
+    outputs = buck2.outputs(*targets)
+    source = buck2.project / "c" / "words.c"
+    original = source.read_text()
+    try:
+        source.write_text(original + EDIT)
+        buck2.build(*targets)
+        ran = buck2.what_ran()
+        configuration = outputs["root//c:wordstats-fine"].parents[2]
+        objects = (
+            [
+                configuration / "c" / "__text__" / "__objects__" / f"{name}.c.o"
+                for name in ("checksum", "mix", "plugins", "unused", "words")
+            ]
+            + [
+                configuration / "c" / "__voice__" / "__objects__" / f"{name}.c.o"
+                for name in ("echo", "quiet", "shout")
+            ]
+            + [configuration / "c" / "__wordstats-fine-objects__" / "__objects__" / "main.c.o"]
+        )
+        plugin = configuration / "plugin" / "__libzip_plugin__" / "out" / "libzip_plugin.a"
+        importers = _lld_importers(objects, plugin, "words.c.o", tmp_path / "index")
+    finally:
+        source.write_text(original)
+    assert importers, "nothing imports from words.c: the test would pin nothing"
+    fine = _fine_modules(ran, "//c:wordstats-fine")
+    assert fine == {"words.c.o"} | importers
+    upstream = _ran(ran, "//c:wordstats", "thin_lto_opt_archive_executable")
+    upstream |= _ran(ran, "//c:wordstats", "thin_lto_opt_object_executable")
+    assert {"m/checksum.c.o", "m/plugins.c.o", "m/words.c.o"} <= upstream
+    print(f"one edit to words.c: upstream reran {len(upstream)}, ours {len(fine)} opt actions")
+    assert len(fine) < len(upstream)
 
 
 # ---------------------------------------------------------------------------------
