@@ -187,24 +187,27 @@ def test_objects_of_a_library_without_an_archive_stay_lazy_only_when_native(
 
 
 @pytest.mark.parametrize(
-    ("mode", "named"),
-    [("split", ("main.c.o.opt.dwo", "/words.c.dwo")),
-     ("single", ("main.c.o.opt.o", "/words.c.o"))],
+    ("mode", "variant", "named"),
+    [("split", "", ("main.c.o.opt.dwo", "/words.c.dwo")),
+     ("single", "", ("main.c.o.opt.o", "/words.c.o")),
+     ("split", "-fine", ("/opt/main.c.o.dwo", "/words.c.o.dwo", "/shout.c.o.dwo")),
+     ("single", "-fine", ("/opt/main.c.o", "/words.c.o", "/shout.c.o"))],
 )  # fmt: skip
 def test_split_dwarf_puts_each_backends_debug_information_where_its_skeleton_says(
-    buck2: Buck2, mode: str, named: tuple[str, str]
+    buck2: Buck2, mode: str, variant: str, named: tuple[str, ...]
 ) -> None:
-    """With the toolchain's `split_debug_mode`, upstream gives each opt action
-    `--split-dwarf=split --dwo D` (a .dwo file of its own) or `--split-dwarf=single` (kept
-    in the optimised object): every skeleton unit of the program names a file that holds
-    its module's debug information."""
+    """With the toolchain's `split_debug_mode`, each opt action gets `--split-dwarf=split
+    --dwo D` (a .dwo file of its own) or `--split-dwarf=single` (kept in the optimised
+    object), on upstream's route and through our phases: every skeleton unit of the
+    program names a file that holds its module's debug information."""
     split = Buck2(
         project=buck2.project,
         config={**buck2.config, "example.split_debug_mode": mode},
         isolation_dir=buck2.isolation_dir,
         binary=buck2.binary,
     )
-    program = split.outputs("//c:wordstats")["root//c:wordstats"]
+    target = "//c:wordstats" + variant
+    program = split.outputs(target)["root" + target]
     args, expected = PROGRAMS["//c:wordstats"]
     assert run(program, args) == expected
     dump = subprocess.run(
@@ -214,7 +217,7 @@ def test_split_dwarf_puts_each_backends_debug_information_where_its_skeleton_say
     names = re.findall(r'DW_AT_(?:GNU_)?dwo_name\s+\("([^"]+)"\)', dump)
     for suffix in named:
         assert any(n.endswith(suffix) for n in names), (suffix, names)
-    split("build", "--console=simple", "--materializations=all", "//c:wordstats")
+    split("build", "--console=simple", "--materializations=all", target)
     for name in names:
         dwo = buck2.project / name
         assert dwo.is_file(), name
@@ -236,10 +239,10 @@ def test_sanitized_programs_run_alike_with_instrumented_backends(buck2: Buck2) -
         binary=buck2.binary,
     )
     c_and_cpp = ["//c:wordstats", "//cpp:shapes_report"]
-    outputs = sanitized.outputs(*c_and_cpp)
+    outputs = sanitized.outputs(*c_and_cpp, *(p + "-fine" for p in c_and_cpp))
     env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0", "UBSAN_OPTIONS": "halt_on_error=1"}
     for label, path in outputs.items():
-        args, expected = PROGRAMS[label.removeprefix("root")]
+        args, expected = PROGRAMS[label.removeprefix("root").removesuffix("-fine")]
         proc = subprocess.run([str(path), *args], capture_output=True, text=True, env=env)
         assert (proc.returncode, proc.stdout, proc.stderr) == (0, expected, ""), label
     # This configuration's own outputs (the program's directory is per configuration):
@@ -249,6 +252,14 @@ def test_sanitized_programs_run_alike_with_instrumented_backends(buck2: Buck2) -
     assert words
     undefined = subprocess.run(
         ["/usr/lib/llvm-22/bin/llvm-nm", "-u", str(words[0])],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert "__asan_" in undefined
+    # Through our phases: the archive member's optimised object.
+    fine = list(outputs["root//c:wordstats-fine"].parent.glob("**/opt_members/**/words.c.o"))
+    assert fine
+    undefined = subprocess.run(
+        ["/usr/lib/llvm-22/bin/llvm-nm", "-u", *(str(p) for p in fine)],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     assert "__asan_" in undefined
@@ -288,15 +299,22 @@ def test_failing_backends_fail_their_buck2_action_naming_the_module(
         isolation_dir=buck2.isolation_dir,
         binary=buck2.binary,
     )
-    proc = failing("build", "--console=simple", "--keep-going", "//c:wordstats", check=False)
+    proc = failing(
+        "build", "--console=simple", "--keep-going", "//c:wordstats", "//c:wordstats-fine",
+        check=False,
+    )  # fmt: skip
     assert proc.returncode != 0
     err = proc.stderr
     assert "thin_lto_opt_archive_executable m/words.c.o" in err
     assert "thin_lto_opt_archive_executable m/checksum.c.o" in err
+    # Through our phases (dist_lto_cxx_binary), the same two actions fail.
+    assert "thin_lto_opt wordstats-fine/archive 0:words.c.o@3" in err
+    assert "thin_lto_opt wordstats-fine/archive 0:checksum.c.o@0" in err
     assert "words.c.o" in err and "empty" in err
     assert "backend crashed" in err
     # The good modules still succeeded.
     assert "thin_lto_opt_archive_executable m/plugins.c.o" not in err
+    assert "wordstats-fine/archive 0:plugins.c.o" not in err
 
 
 # ---------------------------------------------------------------------------------
