@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 from support.real_buck2 import Buck2, Ran
 from support.tools import REPO
@@ -454,10 +455,11 @@ def remote_buck2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Buck2]:
 def test_opt_actions_run_on_the_remote_engine_and_the_programs_are_unchanged(
     remote_buck2: Buck2,
 ) -> None:
-    targets = [t for p in PROGRAMS for t in (p, p + "-inprocess")]
+    targets = [p + v for p in PROGRAMS for v in VARIANTS]
     outputs = remote_buck2.outputs(*targets)
     for label, path in outputs.items():
-        args, expected = PROGRAMS[label.removeprefix("root").removesuffix("-inprocess")]
+        program = label.removeprefix("root").removesuffix("-inprocess").removesuffix("-fine")
+        args, expected = PROGRAMS[program]
         assert run(path, args) == expected
     ran = remote_buck2.what_ran()
     wordstats = [r for r in ran if r.target == "root//c:wordstats"]
@@ -501,3 +503,33 @@ def test_remote_prepare_of_a_thin_archive_fails_naming_the_missing_member(
     assert re.search(
         r"dist-lto upstream: error: \S*libshapes\.a: member '\S+\.cpp\.o'", proc.stderr
     )
+
+
+def test_our_phases_prepare_and_optimise_a_thin_archive_on_the_remote_engine(
+    remote_buck2: Buck2,
+) -> None:
+    """Forced to thin archives under remote execution (where upstream's prepare action
+    fails, above), dist_lto_cxx_binary's prepare and opt actions run on the engine: each
+    gets the thin archive's members it reads as inputs."""
+    proc = remote_buck2(
+        "build",
+        "--console=simple",
+        "--show-full-json-output",
+        "-c",
+        "dist_lto.remote_execution=false",
+        "//cpp:shapes_report-fine",
+    )
+    program = Path(orjson.loads(proc.stdout)["root//cpp:shapes_report-fine"])
+    args, expected = PROGRAMS["//cpp:shapes_report"]
+    assert run(program, args) == expected
+    ran = [r for r in remote_buck2.what_ran() if r.target == "root//cpp:shapes_report-fine"]
+    where = {(r.category, r.identifier): r.executor for r in ran}
+    thin = [k for k in where if k[0] == "thin_lto_prepare" and k[1].endswith("libshapes.a")]
+    assert thin and where[thin[0]] == "Re", where
+    opt = {
+        os.path.basename(k[1].split(":", 1)[1]): v
+        for k, v in where.items()
+        if k[0] == "thin_lto_opt"
+    }
+    assert {"circle.cpp.o@0", "registry.cpp.o@1", "square.cpp.o@2"} <= set(opt), opt
+    assert set(opt.values()) == {"Re"}, opt
