@@ -13,20 +13,16 @@ import re
 import shutil
 import stat
 import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pytest
+from support import buildbarn
+from support.real_buck2 import UPSTREAM_EXAMPLE as PROJECT
 from support.real_buck2 import Buck2, Ran
-from support.tools import REPO
-
-PROJECT = REPO / "examples" / "upstream"
-sys.path.insert(0, str(PROJECT))
-import vendor  # noqa: E402
-from support import buildbarn  # noqa: E402
+from support.real_buck2 import upstream_scratch_project as scratch_copy
 
 pytestmark = pytest.mark.slow  # drives real Buck2 or whole real pipelines
 
@@ -48,22 +44,6 @@ must all print exactly this."""
 
 VARIANTS = ("", "-inprocess", "-fine")
 """Each program's targets: upstream's distributed ThinLTO, in-process, our phases."""
-
-
-def scratch_copy(dest: Path, local_config: str = "") -> Path:
-    """`examples/upstream` copied to `dest` with the `dist_lto` cell vendored into it,
-    so a test may write its `.buckconfig.local` and leaves nothing in the repository."""
-    shutil.copytree(
-        PROJECT,
-        dest,
-        ignore=shutil.ignore_patterns(
-            "buck-out", "third-party", ".buckconfig.local", "__pycache__"
-        ),
-    )
-    vendor.vendor(dest / "third-party" / "dist-lto")
-    if local_config:
-        (dest / ".buckconfig.local").write_text(local_config)
-    return dest
 
 
 @pytest.fixture(scope="module")

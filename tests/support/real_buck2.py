@@ -97,6 +97,33 @@ def scratch_project(
     return dest
 
 
+UPSTREAM_EXAMPLE = REPO / "examples" / "upstream"
+"""A Buck2 project on Buck2's bundled upstream prelude that uses our cell (its toolchain
+names our tools; docs/upstream-buck2.md)."""
+
+
+def upstream_scratch_project(dest: Path, local_config: str = "") -> Path:
+    """`examples/upstream` copied to `dest` with the `dist_lto` cell vendored into it, so
+    a caller may write its packages and `.buckconfig.local` and leaves nothing in the
+    repository."""
+    sys.path.insert(0, str(UPSTREAM_EXAMPLE))
+    try:
+        import vendor
+    finally:
+        sys.path.remove(str(UPSTREAM_EXAMPLE))
+    shutil.copytree(
+        UPSTREAM_EXAMPLE,
+        dest,
+        ignore=shutil.ignore_patterns(
+            "buck-out", "third-party", ".buckconfig.local", "__pycache__"
+        ),
+    )
+    vendor.vendor(dest / "third-party" / "dist-lto")
+    if local_config:
+        (dest / ".buckconfig.local").write_text(local_config)
+    return dest
+
+
 def machine_config() -> dict[str, str]:
     """`-c` values that have no portable default in `.buckconfig`."""
     config = {"dist_lto.python": python_with_tools()}
