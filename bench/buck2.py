@@ -1,15 +1,24 @@
 #!/usr/bin/env python3
-"""Real Buck2 building Lua and zstd with our rules: distributed against in-process ThinLTO.
+"""Real Buck2 building Lua and zstd three distributed ways, each against in-process ThinLTO.
 
-A scratch Buck2 project (a copy of this one's prelude, toolchain and dist-lto sources)
-gets a package per workload, holding a copy of its Debian source tree and a BUCK file:
-a `cxx_library` of the library units (each source with its own flags, the native
-units with `-fno-lto`) and two binaries of the main units linking it, `NAME`
-(`dist_lto = True`: prepare, plan, one opt action per module, final link, each a
-Buck2 action) and `NAME-inprocess` (`lto = True`: one link action, LLD running the
-backends on its threads). Every figure is the same Buck2 binary, local execution, the
-client's wall clock; a new daemon in a new isolation dir (so an empty buck-out) for each
-full build, and one per round and workload for the link and incremental builds:
+Two scratch Buck2 projects get a package per workload, holding a copy of its Debian
+source tree and a BUCK file: a `cxx_library` of the library units (each source with its
+own flags, the native units with `-fno-lto`) and binaries of the main units linking it.
+
+    ours                 a copy of this project (our prelude): `cxx_binary(dist_lto =
+                         True)`: prepare, plan, one opt action per module, final link
+    inprocess            the same project, `cxx_binary(lto = True)`: one link action,
+                         LLD running the backends on its threads
+    upstream             a copy of examples/upstream (Buck2's bundled prelude, our tools
+                         in its toolchain): `cxx_binary(enable_distributed_thinlto =
+                         True)`, upstream's Starlark deciding each action's inputs
+    fine                 the same project, `dist_lto_cxx_binary`: our phases over the
+                         upstream libraries
+    upstream-inprocess   the same project, upstream's `cxx_binary` without distribution
+
+Every figure is the same Buck2 binary, local execution, the client's wall clock; a new
+daemon in a new isolation dir (so an empty buck-out) for each full build, and one per
+round, workload and project for the link and incremental builds:
 
     full         `buck2 build //NAME:BIN` from nothing: every compile and the link
     link         `buck2 build //NAME:BIN` once the library is built: the main units'
@@ -20,14 +29,18 @@ full build, and one per round and workload for the link and incremental builds:
 Each build's `tail` is the part of it after its last compile ended (from the event
 log): what the link costs beyond what overlapped the compiles.
 
-The two binaries alternate which goes first, round by round. Each built binary passes
-the workload's functional check. Last lines: `buck2-dist/inprocess: <ratio>`, the
-median full-build wall time of the distributed links over the in-process ones, summed
-over the workloads, and `buck2-incremental-dist/inprocess: <ratio>`, the same for the
-incremental builds. The distributed links' opt actions go through the opt worker
+The variants rotate which goes first, round by round. Each built binary passes the
+workload's functional check. The last lines, per distributed variant and workload:
+`buck2-incremental-opt/VARIANT/WORKLOAD: ran N of M` (the opt actions the one-source
+edit reran, of those the full build ran: the last round's), and
+`buck2-full/VARIANT/WORKLOAD: R of in-process` (median full-build wall time over that of
+the in-process build of the same project); then `buck2-dist/inprocess: <ratio>` and
+`buck2-incremental-dist/inprocess: <ratio>`, ours over in-process, full and incremental
+builds, summed over the workloads. Our own rules' opt actions go through the opt worker
 unless `--no-worker` (`-c dist_lto.opt_worker=false`).
 
 Usage: .venv/bin/python bench/buck2.py [--workloads lua,zstd] [--rounds 3]
+                                       [--variants ours,inprocess,...]
 """
 
 from __future__ import annotations
@@ -49,10 +62,27 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from support import workloads
-from support.real_buck2 import Buck2, scratch_project
+from support.real_buck2 import Buck2, scratch_project, upstream_scratch_project
 
-VARIANTS = {"dist": "", "inprocess": "-inprocess"}
-"""Each variant's binary target: the workload's name and this suffix."""
+VARIANTS = {
+    "ours": ("ours", ""),
+    "inprocess": ("ours", "-inprocess"),
+    "upstream": ("upstream", ""),
+    "fine": ("upstream", "-fine"),
+    "upstream-inprocess": ("upstream", "-inprocess"),
+}
+"""Each variant's project and binary target: the workload's name and this suffix."""
+
+BASELINE = {"ours": "inprocess", "upstream": "upstream-inprocess", "fine": "upstream-inprocess"}
+"""Each distributed variant's in-process twin, in the same project."""
+
+OPT_CATEGORIES = (
+    "thin_lto_opt",
+    "thin_lto_opt_object_executable",
+    "thin_lto_opt_archive_executable",
+)
+"""Opt actions (one backend each): ours and fine, upstream's object and archive member.
+Upstream's `thin_lto_opt_copy_executable` binds a native member, optimising nothing."""
 
 SOURCE_TREES = {"lua": ("src",), "zstd": ("lib", "programs")}
 """The parts of each Debian source tree a build reads, copied into the package."""
@@ -63,7 +93,16 @@ EDITED = {"lua": "src/lstring.c", "zstd": "lib/common/entropy_common.c"}
 """The library source an incremental round changes."""
 
 LINK_CATEGORIES = ("thin_lto_prepare", "thin_lto_plan", "thin_lto_opt", "thin_lto_link", "cxx_link")
-CATEGORIES = ("cxx_compile", "archive", *LINK_CATEGORIES)
+UPSTREAM_CATEGORIES = (
+    *(
+        f"thin_lto_{c}_executable"
+        for c in ("prepare", "index", "opt_object", "opt_archive", "opt_copy", "link")
+    ),
+    "cxx_link_executable",
+)
+"""Upstream's link actions: its categories get the link's kind as a suffix."""
+COMPILE_CATEGORIES = ("cxx_compile", "c_compile")
+CATEGORIES = (*COMPILE_CATEGORIES, "archive", *LINK_CATEGORIES, *UPSTREAM_CATEGORIES)
 
 EXTRA_CONFIG: dict[str, str] = {}
 """`-c` values of every build, beside the machine's (`--no-worker`)."""
@@ -76,9 +115,10 @@ def _star(value: object) -> str:
     return orjson.dumps(value).decode()
 
 
-def add_workload(root: Path, name: str) -> None:
-    """Package `name` in the project at `root`: its sources (without the upstream BUCK
-    files, which would split it into packages of their own) and its BUCK file."""
+def add_workload(root: Path, name: str, project: str) -> None:
+    """Package `name` in the `project` ("ours" or "upstream") at `root`: its sources
+    (without the upstream BUCK files, which would split it into packages of their own)
+    and its BUCK file."""
     src = workloads.source_dir(name)
     pkg = root / name
     for tree in SOURCE_TREES[name]:
@@ -94,17 +134,27 @@ def add_workload(root: Path, name: str) -> None:
     headers = f"glob({_star(HEADERS[name])})"
     srcs = "[\n" + "".join(f"        {entry(u)},\n" for u in main) + "    ]"
     lib_srcs = "[\n" + "".join(f"        {entry(u)},\n" for u in lib) + "    ]"
-    text = [
-        f'cxx_library(\n    name = "{name}-lib",\n    srcs = {lib_srcs},\n'
-        f"    headers = {headers},\n)\n"
-    ]
-    for variant, suffix in VARIANTS.items():
-        mode = "dist_lto = True" if variant == "dist" else "lto = True"
-        text.append(
-            f'\ncxx_binary(\n    name = "{name}{suffix}",\n    srcs = {srcs},\n'
-            f'    headers = {headers},\n    deps = [":{name}-lib"],\n'
-            f"    linker_flags = {_star(link_flags)},\n    {mode},\n)\n"
-        )
+    common = (
+        f'    srcs = {srcs},\n    headers = {headers},\n    deps = [":{name}-lib"],\n'
+        f"    linker_flags = {_star(link_flags)},\n"
+    )
+    if project == "ours":
+        text = [f'cxx_library(\n    name = "{name}-lib",\n    srcs = {lib_srcs},\n'
+                f"    headers = {headers},\n)\n"]  # fmt: skip
+        text.append(f'\ncxx_binary(\n    name = "{name}",\n{common}    dist_lto = True,\n)\n')
+        text.append(f'\ncxx_binary(\n    name = "{name}-inprocess",\n{common}    lto = True,\n)\n')
+    else:
+        text = [
+            'load("@dist_lto//upstream:cxx_binary.bzl", "dist_lto_cxx_binary")\n\n'
+            f'cxx_library(\n    name = "{name}-lib",\n    srcs = {lib_srcs},\n'
+            f'    headers = {headers},\n    preferred_linkage = "static",\n)\n'
+        ]
+        for suffix, distributed in (("", True), ("-inprocess", False)):
+            text.append(
+                f'\ncxx_binary(\n    name = "{name}{suffix}",\n{common}'
+                f"    enable_distributed_thinlto = {distributed},\n)\n"
+            )
+        text.append(f'\ndist_lto_cxx_binary(\n    name = "{name}-fine",\n{common})\n')
     (pkg / "BUCK").write_text("".join(text))
 
 
@@ -145,7 +195,7 @@ class Session:
             end = secs + nanos / 1e9
             category = event["data"]["SpanEnd"]["data"]["ActionExecution"]["name"]["category"]
             last_action = max(last_action, end)
-            if category == "cxx_compile":
+            if category in COMPILE_CATEGORIES:
                 last_compile = max(last_compile, end)
         return last_action - last_compile if last_compile else 0.0
 
@@ -173,38 +223,54 @@ class Session:
 class Figures:
     """One workload's measurements, per variant, one entry per round."""
 
-    full: dict[str, list[Built]] = field(default_factory=lambda: {v: [] for v in VARIANTS})
-    link: dict[str, list[Built]] = field(default_factory=lambda: {v: [] for v in VARIANTS})
-    incremental: dict[str, list[Built]] = field(default_factory=lambda: {v: [] for v in VARIANTS})
+    variants: list[str]
+    full: dict[str, list[Built]] = field(default_factory=dict)
+    link: dict[str, list[Built]] = field(default_factory=dict)
+    incremental: dict[str, list[Built]] = field(default_factory=dict)
     ran: dict[str, collections.Counter[str]] = field(default_factory=dict)
+    full_ran: dict[str, collections.Counter[str]] = field(default_factory=dict)
     critical: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for series in (self.full, self.link, self.incremental):
+            series.update({v: [] for v in self.variants})
+
+
+def opt_count(ran: collections.Counter[str]) -> int:
+    return sum(ran[c] for c in OPT_CATEGORIES)
 
 
 class Workload:
-    """One workload's package in the scratch project, measured round by round."""
+    """One workload's packages in the scratch projects, measured round by round."""
 
-    def __init__(self, project: Path, name: str) -> None:
-        self.project = project
+    def __init__(self, projects: dict[str, Path], name: str, variants: list[str]) -> None:
+        self.projects = projects
         self.name = name
-        add_workload(project, name)
-        self.edited = project / name / EDITED[name]
-        self.original = self.edited.read_text()
+        self.variants = variants
+        self.edited: dict[str, Path] = {}
+        for kind, root in projects.items():
+            add_workload(root, name, kind)
+            self.edited[kind] = root / name / EDITED[name]
+        self.original = next(iter(self.edited.values())).read_text()
         self.edits = 0
-        self.figures = Figures()
+        self.figures = Figures(variants)
 
     def target(self, variant: str) -> str:
-        return f"//{self.name}:{self.name}{VARIANTS[variant]}"
+        return f"//{self.name}:{self.name}{VARIANTS[variant][1]}"
+
+    def project(self, variant: str) -> Path:
+        return self.projects[VARIANTS[variant][0]]
 
     def checked(self, built: Built) -> Built:
         workloads.check_binary(self.name, built.exe)
         return built
 
-    def edit(self) -> None:
+    def edit(self, kind: str) -> None:
         """Change the library source: one more exported function, so its bitcode, its
         summary and the link's index all change."""
         self.edits += 1
         n = self.edits
-        self.edited.write_text(
+        self.edited[kind].write_text(
             f"{self.original}\nint dist_lto_bench_edit_{n}(int x);\n"
             f"int dist_lto_bench_edit_{n}(int x) {{ return x * {n} + 1; }}\n"
         )
@@ -212,31 +278,36 @@ class Workload:
     def round(self, order: list[str]) -> None:
         f = self.figures
         for variant in order:
-            session = Session(self.project)
+            session = Session(self.project(variant))
             try:
                 f.full[variant].append(self.checked(session.build(self.target(variant))))
                 f.critical[variant] = session.critical_path()
+                f.full_ran[variant] = session.ran()
             finally:
                 session.close()
-        session = Session(self.project)
-        try:
-            session.build(f"//{self.name}:{self.name}-lib")
-            for variant in order:
-                f.link[variant].append(self.checked(session.build(self.target(variant))))
-            for variant in order:
-                self.edit()
-                f.incremental[variant].append(self.checked(session.build(self.target(variant))))
-                f.ran[variant] = session.ran()
-        finally:
-            session.close()
-            self.edited.write_text(self.original)
+        for kind in self.projects:
+            mine = [v for v in order if VARIANTS[v][0] == kind]
+            if not mine:
+                continue
+            session = Session(self.projects[kind])
+            try:
+                session.build(f"//{self.name}:{self.name}-lib")
+                for variant in mine:
+                    f.link[variant].append(self.checked(session.build(self.target(variant))))
+                for variant in mine:
+                    self.edit(kind)
+                    f.incremental[variant].append(self.checked(session.build(self.target(variant))))
+                    f.ran[variant] = session.ran()
+            finally:
+                session.close()
+                self.edited[kind].write_text(self.original)
 
 
 def _row(label: str, values: list[str]) -> str:
-    return f"{label:26}" + "".join(f"{v:>14}" for v in values)
+    return f"{label:26}" + "".join(f"{v:>20}" for v in values)
 
 
-def report(loads: list[Workload], rounds: int) -> None:
+def report(loads: list[Workload], rounds: int, variants: list[str]) -> None:
     kinds = ("full", "link", "incremental")
     worker = "off" if EXTRA_CONFIG.get("dist_lto.opt_worker") == "false" else "on"
     print(f"# opt worker {worker}")
@@ -246,42 +317,53 @@ def report(loads: list[Workload], rounds: int) -> None:
     for load in loads:
         f = load.figures
         print(f"\n{load.name}")
-        print(_row("", [f"{v}" for v in VARIANTS for _ in ("wall", "tail")]))
-        print(_row("", [k for _ in VARIANTS for k in ("wall", "tail")]))
+        print(_row("", [f"{v}" for v in variants for _ in ("wall", "tail")]))
+        print(_row("", [k for _ in variants for k in ("wall", "tail")]))
         for kind in kinds:
             series = getattr(f, kind)
             for i in range(rounds):
                 cells = [
-                    f"{getattr(series[v][i], a):.2f}" for v in VARIANTS for a in ("wall", "tail")
+                    f"{getattr(series[v][i], a):.2f}" for v in variants for a in ("wall", "tail")
                 ]
                 print(_row(f"{kind} round {i + 1}", cells))
             for label, pick in (("median", statistics.median), ("fastest", min)):
                 cells = [f"{pick(getattr(b, a) for b in series[v]):.2f}"
-                         for v in VARIANTS for a in ("wall", "tail")]  # fmt: skip
+                         for v in variants for a in ("wall", "tail")]  # fmt: skip
                 print(_row(f"{kind} {label}", cells))
-        for variant in VARIANTS:
+        for variant in variants:
             ran = f.ran[variant]
             counts = ", ".join(f"{c} {ran[c]}" for c in CATEGORIES if ran[c])
             others = sum(n for c, n in ran.items() if c not in CATEGORIES)
             print(f"incremental {variant}: ran {counts}" + (f", other {others}" if others else ""))
-        for variant in VARIANTS:
+        for variant in variants:
             spent = f.critical[variant]
             shown = ", ".join(
                 f"{c} {s:.2f}" for c, s in sorted(spent.items(), key=lambda kv: -kv[1])
             )
             print(f"critical path of the last full {variant} build (s running): {shown}")
     print()
-    for kind in kinds:
-        for label, pick in (("median", statistics.median), ("fastest", min)):
-            total = {v: sum(pick(b.wall for b in getattr(w.figures, kind)[v]) for w in loads)
-                     for v in VARIANTS}  # fmt: skip
-            print(f"{kind} {label}: dist/inprocess: {total['dist'] / total['inprocess']:.3f}")
-    total = {v: sum(statistics.median(b.wall for b in w.figures.full[v]) for w in loads)
-             for v in VARIANTS}  # fmt: skip
-    print(f"buck2-dist/inprocess: {total['dist'] / total['inprocess']:.3f}")
-    total = {v: sum(statistics.median(b.wall for b in w.figures.incremental[v]) for w in loads)
-             for v in VARIANTS}  # fmt: skip
-    print(f"buck2-incremental-dist/inprocess: {total['dist'] / total['inprocess']:.3f}")
+    for variant, baseline in BASELINE.items():
+        if variant not in variants:
+            continue
+        for load in loads:
+            f = load.figures
+            print(f"buck2-incremental-opt/{variant}/{load.name}: ran {opt_count(f.ran[variant])}"
+                  f" of {opt_count(f.full_ran[variant])}")  # fmt: skip
+        if baseline not in variants:
+            continue
+        for load in loads:
+            f = load.figures
+            ratio = statistics.median(b.wall for b in f.full[variant]) / statistics.median(
+                b.wall for b in f.full[baseline]
+            )
+            print(f"buck2-full/{variant}/{load.name}: {ratio:.3f} of in-process")
+    if "ours" in variants and "inprocess" in variants:
+        total = {v: sum(statistics.median(b.wall for b in w.figures.full[v]) for w in loads)
+                 for v in ("ours", "inprocess")}  # fmt: skip
+        print(f"buck2-dist/inprocess: {total['ours'] / total['inprocess']:.3f}")
+        total = {v: sum(statistics.median(b.wall for b in w.figures.incremental[v]) for w in loads)
+                 for v in ("ours", "inprocess")}  # fmt: skip
+        print(f"buck2-incremental-dist/inprocess: {total['ours'] / total['inprocess']:.3f}")
 
 
 def main() -> int:
@@ -291,19 +373,29 @@ def main() -> int:
     parser.add_argument(
         "--no-worker", action="store_true", help="opt actions without the opt worker"
     )
+    parser.add_argument("--variants", default=",".join(VARIANTS))
     args = parser.parse_args()
+    variants = args.variants.split(",")
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        parser.error(f"--variants: unknown {unknown[0]!r} (known: {', '.join(VARIANTS)})")
     if args.no_worker:
         EXTRA_CONFIG["dist_lto.opt_worker"] = "false"
     with tempfile.TemporaryDirectory(prefix="bench-buck2-") as tmp:
-        project = scratch_project(Path(tmp))
-        loads = [Workload(project, name) for name in args.workloads.split(",")]
-        variants = list(VARIANTS)
+        kinds = {VARIANTS[v][0] for v in variants}
+        projects = {}
+        if "ours" in kinds:
+            projects["ours"] = scratch_project(Path(tmp) / "ours")
+        if "upstream" in kinds:
+            projects["upstream"] = upstream_scratch_project(Path(tmp) / "upstream")
+        loads = [Workload(projects, name, variants) for name in args.workloads.split(",")]
         for round_ in range(args.rounds):
-            order = variants[round_ % 2 :] + variants[: round_ % 2]
+            shift = round_ % len(variants)
+            order = variants[shift:] + variants[:shift]
             for load in loads:
                 load.round(order)
                 print(f"# round {round_ + 1} {load.name} done", file=sys.stderr, flush=True)
-        report(loads, args.rounds)
+        report(loads, args.rounds, variants)
     return 0
 
 
