@@ -39,12 +39,11 @@ load(
 load("//prelude/dist_lto:tools.bzl", "DistLtoTools")
 load(":defs.bzl", "DistLtoToolsetInfo")
 
-def _flags(what: str, flags: list) -> list[str | Artifact | cmd_args]:
-    """Linker flags as the meta file carries them: strings and artifacts."""
-    for flag in flags:
-        if not (isinstance(flag, str) or isinstance(flag, Artifact) or type(flag) == "cmd_args"):
-            fail("{}: linker flag `{}` is a {}; dist_lto_cxx_link passes strings and files only".format(what, flag, type(flag)))
-    return list(flags)
+def _flags(flags: list) -> list[str | Artifact | cmd_args]:
+    """Linker flags as the meta file carries them: strings and files as they are,
+    anything else (a flag with macros, a cmd_args) as a cmd_args, written into the meta
+    file as its arguments."""
+    return [f if isinstance(f, str) or isinstance(f, Artifact) else cmd_args(f) for f in flags]
 
 def _lazy_objects(ctx: AnalysisContext, toolchain: CxxToolchainInfo, objects: list[Artifact], number: int) -> ArchiveLinkable:
     """Objects the link loads only when needed (`--start-lib ... --end-lib`, a
@@ -102,10 +101,10 @@ def _groups(ctx: AnalysisContext, toolchain: CxxToolchainInfo, infos: list[LinkI
         what = info.name or "link info {}".format(i)
         linkables = []
         if info.pre_flags:
-            linkables.append(ArgsLinkable(args = _flags(what, info.pre_flags)))
+            linkables.append(ArgsLinkable(args = _flags(info.pre_flags)))
         linkables.extend(_linkables(ctx, toolchain, info, lazy))
         if info.post_flags:
-            linkables.append(ArgsLinkable(args = _flags(what, info.post_flags)))
+            linkables.append(ArgsLinkable(args = _flags(info.post_flags)))
         if linkables:
             groups.append(LinkGroup(owner = what, linkables = linkables, cxx = False))
     return groups
@@ -120,8 +119,8 @@ def _dist_lto_cxx_link_impl(ctx: AnalysisContext) -> list[Provider]:
     infos = map_to_link_infos([args])
 
     parts = cxx_link_cmd_parts(toolchain, True)
-    own_flags = _flags("cxx_toolchain binary_linker_flags", _listed(linker_info.binary_linker_flags)) + ctx.attrs.linker_flags
-    post_flags = _flags("cxx_toolchain post_linker_flags", _listed(linker_info.post_linker_flags))
+    own_flags = _flags(_listed(linker_info.binary_linker_flags)) + ctx.attrs.linker_flags
+    post_flags = _flags(_listed(linker_info.post_linker_flags))
     groups = [LinkGroup(owner = "linker_flags", linkables = [ArgsLinkable(args = own_flags)], cxx = False)]
     groups += _groups(ctx, toolchain, infos)
     groups.append(LinkGroup(owner = "post_linker_flags", linkables = [ArgsLinkable(args = post_flags)], cxx = False))
@@ -155,7 +154,7 @@ def _dist_lto_cxx_link_impl(ctx: AnalysisContext) -> list[Provider]:
     ]
 
 def _listed(flags) -> list:
-    """A toolchain's flags field: a list, None or (failing in `_flags`) cmd_args."""
+    """A toolchain's flags field (a list, None or cmd_args) as a list."""
     if flags == None:
         return []
     if type(flags) == "list":
