@@ -337,6 +337,25 @@ def test_our_phases_optimise_exactly_the_loaded_modules_with_no_copy_actions(
     assert len(rust_actions) == len(_fine_modules(ran, "//rust:linestats_report-fine")) + 4
 
 
+def test_dist_lto_cxx_binary_refuses_a_library_attribute_naming_it(buck2: Buck2) -> None:
+    package = buck2.project / "refused"
+    package.mkdir()
+    try:
+        (package / "main.c").write_text("int main(void) { return 0; }\n")
+        (package / "BUCK").write_text(
+            'load("@dist_lto//upstream:cxx_binary.bzl", "dist_lto_cxx_binary")\n'
+            'dist_lto_cxx_binary(name = "p", srcs = ["main.c"], use_archive = False)\n'
+        )
+        proc = buck2.build("//refused:p", check=False)
+    finally:
+        shutil.rmtree(package)
+    assert proc.returncode != 0
+    assert (
+        "dist_lto_cxx_binary `p`: `use_archive` does not apply to a program's own objects"
+        in proc.stderr
+    )
+
+
 def _lld_importers(objects: list[Path], plugin: Path, module: str, scratch: Path) -> set[str]:
     """The modules that import from `module` (a base name), as LLD's index step says:
     the program's objects linked as the build links them (libraries lazily), with
