@@ -2,8 +2,10 @@
 
 `examples/upstream` is a Buck2 project on the bundled prelude whose toolchain names our
 tools in upstream's `DistLtoToolsInfo` (docs/upstream-buck2.md). Real Buck2, real
-clang/LLD 22: every program is built with `enable_distributed_thinlto = True` and as an
-in-process ThinLTO twin, both are run, and their output is compared and pinned.
+clang/LLD 22: every program is built three ways, with `enable_distributed_thinlto =
+True` (upstream's Starlark, our tools), with `dist_lto_cxx_binary` (our phases over the
+same upstream libraries, `NAME-fine`) and as an in-process ThinLTO twin; all three are
+run, and their output is compared and pinned.
 """
 
 from __future__ import annotations
