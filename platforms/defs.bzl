@@ -40,3 +40,29 @@ execution_platforms = rule(
     },
     is_configuration_rule = True,
 )
+
+def _local_execution_platform_impl(ctx: AnalysisContext) -> list[Provider]:
+    platform = ExecutionPlatformInfo(
+        label = ctx.label.raw_target(),
+        configuration = ConfigurationInfo(constraints = {}, values = {}),
+        executor_config = CommandExecutorConfig(
+            local_enabled = True,
+            remote_enabled = False,
+            use_persistent_workers = True,
+        ),
+    )
+    return [
+        DefaultInfo(),
+        ExecutionPlatformRegistrationInfo(platforms = [platform]),
+    ]
+
+# Local execution with persistent workers, so that opt actions go to the opt worker
+# (docs/buck2.md). Buck2's own default executor uses workers; an execution platform
+# made with CommandExecutorConfig does not unless it says so, and the upstream prelude's
+# `prelude//platforms:default` does not: a project on it selects this one instead
+# (examples/upstream/.buckconfig).
+local_execution_platform = rule(
+    impl = _local_execution_platform_impl,
+    attrs = {},
+    is_configuration_rule = True,
+)

@@ -315,7 +315,7 @@ def _fine_modules(ran: list[Ran], target: str) -> set[str]:
     return found
 
 
-def test_our_phases_optimise_exactly_the_loaded_modules_with_no_copy_actions(
+def test_our_phases_optimise_exactly_the_loaded_modules_in_the_worker_with_no_copy_actions(
     built: tuple[dict[str, Path], list[Ran]],
 ) -> None:
     """Never-loaded members (unused.c, quiet.c) and native ones (mix.c, echo.c) get no
@@ -337,6 +337,12 @@ def test_our_phases_optimise_exactly_the_loaded_modules_with_no_copy_actions(
                                    "thin_lto_opt", "thin_lto_link"}, categories  # fmt: skip
     rust_actions = [r for r in ran if r.target == "root//rust:linestats_report-fine"]
     assert len(rust_actions) == len(_fine_modules(ran, "//rust:linestats_report-fine")) + 4
+    # Run locally, our phases' opt actions go to the persistent opt worker (upstream's
+    # cannot: docs/upstream-buck2.md).
+    fine_opt = {
+        r.executor for r in ran if r.target.endswith("-fine") and r.category == "thin_lto_opt"
+    }
+    assert fine_opt == {"Worker"}
 
 
 def test_dist_lto_cxx_binary_refuses_a_library_attribute_naming_it(buck2: Buck2) -> None:

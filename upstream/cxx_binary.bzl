@@ -138,7 +138,7 @@ def _dist_lto_cxx_link_impl(ctx: AnalysisContext) -> list[Provider]:
             python = toolset.python,
             opt_python = toolset.opt_python,
             dist_lto_pkg = toolset.pkg,
-            opt_worker = None,
+            opt_worker = toolset.opt_worker,
             clang = toolchain.cxx_compiler_info.compiler,
             test_drop_import = "",
         ),

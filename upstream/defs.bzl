@@ -38,14 +38,21 @@ DistLtoToolsetInfo = provider(
         "opt_python": provider_field(str),
         # The compiled dist-lto package.
         "pkg": provider_field(Artifact),
+        # The persistent worker that runs opt actions executed locally (`dist-lto
+        # opt-worker`, started with `python`, which needs grpcio); None: each opt action
+        # starts `dist-lto opt` (`[dist_lto] opt_worker = false`).
+        "opt_worker": provider_field(WorkerInfo | None),
     },
 )
 
 def _toolset_impl(ctx: AnalysisContext) -> list[Provider]:
     pkg = ctx.attrs.package[DistLtoPackageInfo].pkg
+
+    # Made here, once: every opt action naming this WorkerInfo shares one worker process.
+    opt_worker = WorkerInfo(exe = dist_lto_command(ctx.attrs.python, pkg, "opt-worker")) if ctx.attrs.opt_worker else None
     return [
         DefaultInfo(default_output = pkg),
-        DistLtoToolsetInfo(python = ctx.attrs.python, opt_python = ctx.attrs.opt_python, pkg = pkg),
+        DistLtoToolsetInfo(python = ctx.attrs.python, opt_python = ctx.attrs.opt_python, pkg = pkg, opt_worker = opt_worker),
     ]
 
 dist_lto_toolset = rule(
@@ -54,6 +61,7 @@ dist_lto_toolset = rule(
         "package": attrs.dep(providers = [DistLtoPackageInfo]),
         "python": attrs.string(doc = "Python 3.11+ with orjson and libarchive-c"),
         "opt_python": attrs.string(doc = "any Python 3.11+"),
+        "opt_worker": attrs.bool(default = True, doc = "run local opt actions in a persistent worker"),
     },
 )
 
