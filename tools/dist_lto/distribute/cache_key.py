@@ -231,8 +231,7 @@ class KeyMaker:
 def _written_index_digest(path: str, names: dict[str, str]) -> bytes:
     """The index as written: its module table with paths as placeholders (module ids
     kept: the summary names modules by id), every other byte as it is."""
-    with open(path, "rb") as f:
-        data = f.read()
+    data = read_input(path, "ThinLTO index")
     try:
         index = read_index_records(data, decode_summary=False)
     except ValueError:

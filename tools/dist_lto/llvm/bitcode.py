@@ -208,18 +208,23 @@ def _record(reader: _Reader, abbrev_id: int, abbrevs: list[Abbrev]) -> tuple[int
             tail = reader.chars(reader.vbr(6), abbrev[i + 1])
             break
         if kind == _BLOB:
-            size = reader.vbr(6)
-            reader.align32()
-            start = reader.pos >> 3
-            reader.pos += size * 8
-            if reader.pos > reader.end:
-                raise _Truncated
-            tail = reader.data[start : start + size]
-            reader.align32()
+            tail = read_blob(reader)
             break
         fields.append(reader.scalar(abbrev[i]))
         i += 1
     return fields[0], fields[1:], tail
+
+
+def read_blob(reader: _Reader) -> bytes:
+    """A blob operand: its length, then its bytes, 32-bit aligned on both sides."""
+    size = reader.vbr(6)
+    reader.align32()
+    start = reader.pos >> 3
+    reader.pos += size * 8
+    if reader.pos > reader.end:
+        raise _Truncated
+    reader.align32()
+    return reader.data[start : start + size]
 
 
 def _values(reader: _Reader, abbrev_id: int, abbrevs: list[Abbrev]) -> tuple[int, list[int], bytes]:

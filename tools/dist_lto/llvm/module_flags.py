@@ -36,6 +36,7 @@ from dist_lto.llvm.bitcode import (
     _short_record,
     _skip_block,
     _Truncated,
+    read_blob,
 )
 
 PIC_LEVEL = b"PIC Level"
@@ -124,14 +125,7 @@ def _operands(
             reader.pos = bits.pos
             break
         if kind == _BLOB:
-            size = reader.vbr(6)
-            reader.align32()
-            start = reader.pos >> 3
-            reader.pos += size * 8
-            if reader.pos > reader.end:
-                raise _Truncated
-            reader.align32()
-            return fields[0], fields[1:], reader.data[start : start + size]
+            return fields[0], fields[1:], read_blob(reader)
         fields.append(reader.scalar(encoding))
     return fields[0], fields[1:], b""
 
