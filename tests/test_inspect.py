@@ -132,6 +132,30 @@ def test_inspect_of_a_mistyped_plan_names_the_field(captured: Path) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "problem"),
+    [("member_imports", [[0, 7]], "imports member 7 of archive 0, which its plan lacks"),
+     ("imports", [9], "imports object 9, which the meta does not declare"),
+     ("opt_output", "out/opt/elsewhere.o", "/opt_output 'out/opt/elsewhere.o' is not the")],
+)  # fmt: skip
+def test_inspect_and_link_refuse_an_inconsistent_plan_with_the_same_line(
+    captured: Path, key: str, value: object, problem: str
+) -> None:
+    plan = captured / "out/plans/0.json"
+    document = orjson.loads(plan.read_bytes())
+    document[key] = value
+    plan.write_bytes(orjson.dumps(document))
+    lines = []
+    for argv in (["inspect", "meta.json"], ["link", "--no-cache", "meta.json", "--", "clang"]):
+        result = run_cli(argv, cwd=captured)
+        assert result.returncode == 2, result.stderr
+        (line,) = result.stderr.splitlines()
+        assert f"error: out/plans/0.json: {problem}" in line
+        lines.append(line.split(" error: ", 1)[1])
+    assert lines[0] == lines[1]
+    assert not (captured / "out/opt").exists()
+
+
 def _dot_edges(path: Path) -> set[tuple[str, str]]:
     return set(re.findall(r"^  (\w+) -> (\w+);$", path.read_text(), re.M))
 

@@ -51,6 +51,7 @@ DIST_LTO_SOURCES = [
     "dist_lto/formats/jsonio.py",
     "dist_lto/formats/manifest.py",
     "dist_lto/formats/meta.py",
+    "dist_lto/formats/planned_link.py",
     "dist_lto/formats/plans.py",
     "dist_lto/formats/response_file.py",
     "dist_lto/fsutil.py",

@@ -18,13 +18,7 @@ from dist_lto.distribute.session import run_jobs, write_trace
 from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.formats.jobfile import Job, JobFile
 from dist_lto.formats.meta import Meta, read_meta
-from dist_lto.formats.plans import (
-    ArchivePlan,
-    ObjectPlan,
-    read_archive_plan,
-    read_link_plan,
-    read_object_plan,
-)
+from dist_lto.formats.planned_link import read_planned_link
 from dist_lto.llvm.flags import translate
 
 PROG = "dist-lto link"
@@ -114,80 +108,6 @@ def _output_name(command: list[str], meta: Meta) -> str:
     return meta.file
 
 
-def _imports(
-    plan: "ObjectPlan | dict[str, object]",
-    objects: dict[int, str],
-    members: dict[tuple[int, int], str],
-    where: str,
-) -> list[str]:
-    found = []
-    for index in plan["imports"]:  # type: ignore[attr-defined]
-        if index not in objects:
-            raise BadInput(f"{where}: imports object {index}, which the meta does not declare")
-        found.append(objects[index])
-    for archive, position in plan["member_imports"]:  # type: ignore[attr-defined]
-        member = members.get((archive, position))
-        if member is None:
-            raise BadInput(
-                f"{where}: imports member {position} of archive {archive}, which its plan lacks"
-            )
-        found.append(member)
-    return found
-
-
-def planned_backends(meta: Meta) -> list[tuple[str, str, list[str], str]]:
-    """Read every plan the meta names (BadInput for a missing or malformed one)."""
-    read_link_plan(meta.link_plan_output)  # written last: a complete planner run
-    object_plans: list[tuple[str, ObjectPlan]] = []
-    for obj in meta.objects():
-        object_plans.append((obj.plan_output, read_object_plan(obj.plan_output)))
-    archive_plans: list[tuple[str, ArchivePlan]] = []
-    for archive in meta.archives():
-        archive_plans.append((archive.plan_output, read_archive_plan(archive.plan_output)))
-    objects = {plan["index"]: plan["path"] for _, plan in object_plans}
-    members = {
-        (plan["index"], member["position"]): member["input"]
-        for _, plan in archive_plans
-        for member in plan["members"]
-    }
-    declared = {obj.plan_output: obj.opt_output for obj in meta.objects()}
-    backends = []
-    for path, plan in object_plans:
-        if not plan["is_bitcode"]:
-            continue
-        if plan["index_file"] is None:
-            raise BadInput(f"{path}: a bitcode object without an index_file")
-        if plan["opt_output"] != declared[path]:
-            raise BadInput(
-                f"{path}: /opt_output {plan['opt_output']!r} is not the meta file's"
-                f" opt_output {declared[path]!r} for this object"
-            )
-        imports = _imports(plan, objects, members, path)
-        backends.append((plan["path"], plan["index_file"], imports, plan["opt_output"]))
-    for path, archive_plan in archive_plans:
-        for i, member in enumerate(archive_plan["members"]):
-            if not member["opt"]:
-                continue
-            where = f"{path}: /members/{i}"
-            if member["index_file"] is None or member["opt_object"] is None:
-                raise BadInput(f"{where}: a member to optimise needs index_file and opt_object")
-            _inside(member["index_file"], f"{where}/index_file")
-            _inside(member["opt_object"], f"{where}/opt_object")
-            index = os.path.join(archive_plan["index_dir"], member["index_file"])
-            output = os.path.join(archive_plan["opt_objects_dir"], member["opt_object"])
-            imports = _imports(member, objects, members, where)  # type: ignore[arg-type]
-            backends.append((member["input"], index, imports, output))
-    return backends
-
-
-def _inside(path: str, where: str) -> None:
-    """A path a plan names below one of its directories must stay below it: relative,
-    never climbing out (`..`), so that a plan cannot direct a write elsewhere."""
-    normal = os.path.normpath(path)
-    if os.path.isabs(path) or normal in (".", "..") or normal.startswith("../"):
-        raise BadInput(f"{where}: {path!r} is absolute or leaves its directory")
-
-
 def _flag_files(flags: list[str]) -> list[str]:
     """Files the backend flags name after an `=` (a sample profile, a pass plugin): the
     cache must hash their contents, as LLD's `common.inputs` are."""
@@ -208,10 +128,14 @@ def job_file(meta: Meta, opts: argparse.Namespace) -> JobFile:
             " support: run the backends with `dist-lto opt --dwo`"
         )
     common = [_compiler(opts), "-c", "-x", "ir", *backend.flags]
-    jobs = []
-    for number, (module, index, imports, output) in enumerate(planned_backends(meta)):
-        args = [module, f"-fthinlto-index={index}", "-o", output]
-        jobs.append(Job(number, args, [module, index, *imports], [output], 2))
+    planned = read_planned_link(meta)
+    jobs: list[Job] = []
+    for module in planned.modules.values():
+        if module.index_file is None or module.output is None:
+            continue  # no backend: native, or never loaded
+        args = [module.path, f"-fthinlto-index={module.index_file}", "-o", module.output]
+        inputs = [module.path, module.index_file, *planned.import_paths(module)]
+        jobs.append(Job(len(jobs), args, inputs, [module.output], 2))
     name = _output_name(opts.command, meta)
     return JobFile(meta.file, name, common, _flag_files(backend.flags), jobs)
 

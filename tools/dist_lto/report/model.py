@@ -11,10 +11,7 @@ from dataclasses import dataclass, field
 from dist_lto.errors import BadInput
 from dist_lto.formats.manifest import read_manifest
 from dist_lto.formats.meta import read_meta
-from dist_lto.formats.plans import read_archive_plan, read_link_plan, read_object_plan
-
-Key = tuple[int, int]
-"""A module: (-1, object index) or (archive index, member position)."""
+from dist_lto.formats.planned_link import Key, read_planned_link
 
 
 @dataclass
@@ -78,43 +75,31 @@ def _size(path: str) -> int | None:
         return None
 
 
-def _pairs_to_keys(objects: list[int], members: list[list[int]]) -> list[Key]:
-    return [(-1, i) for i in objects] + [(a, p) for a, p in members]
-
-
 def load(meta_path: str) -> Link:
-    """Read the meta file and every plan it declares (each validated)."""
-    meta = read_meta(meta_path)
-    modules: dict[Key, Module] = {}
-    for o in meta.objects():
-        plan = read_object_plan(o.plan_output)
-        modules[(-1, o.index)] = Module(
-            name=plan["path"],
-            label=f"object {o.index}",
-            size=_size(plan["path"]),
-            is_bitcode=plan["is_bitcode"],
-            backend=plan["is_bitcode"],
-            imports=_pairs_to_keys(plan["imports"], plan["member_imports"]),
-        )
+    """Read the meta file and every plan it declares (checked against each other)."""
+    planned = read_planned_link(read_meta(meta_path))
+    sizes: dict[Key, int | None] = {}
     archives: dict[int, tuple[str, Counter[str]]] = {}
-    for a in meta.archives():
-        archive_plan = read_archive_plan(a.plan_output)
-        sizes = {m.position: m.size for m in read_manifest(a.manifest).members}
+    for archive in planned.archives:
+        members = {m.position: m.size for m in read_manifest(archive.manifest).members}
         counts: Counter[str] = Counter()
-        for m in archive_plan["members"]:
-            state = "opt" if m["opt"] else "unused" if m["is_bitcode"] else "native"
-            counts[state] += 1
-            modules[(a.index, m["position"])] = Module(
-                name=m["input"],
-                label=f"archive {a.index} member {m['position']}",
-                size=sizes.get(m["position"]),
-                is_bitcode=m["is_bitcode"],
-                backend=m["opt"],
-                imports=_pairs_to_keys(m["imports"], m["member_imports"]),
-            )
-        archives[a.index] = (a.manifest, counts)
-    link_plan = read_link_plan(meta.link_plan_output)
-    return Link(meta_path, modules, archives, link_plan["final_link_args"])
+        for key in archive.members:
+            sizes[key] = members.get(key[1])
+            member = planned.modules[key]
+            counts["opt" if member.backend else "unused" if member.is_bitcode else "native"] += 1
+        archives[archive.index] = (archive.manifest, counts)
+    modules = {
+        key: Module(
+            name=m.path,
+            label=f"object {key[1]}" if key[0] == -1 else f"archive {key[0]} member {key[1]}",
+            size=sizes[key] if key in sizes else _size(m.path),
+            is_bitcode=m.is_bitcode,
+            backend=m.backend,
+            imports=list(m.imports),
+        )
+        for key, m in planned.modules.items()
+    }
+    return Link(meta_path, modules, archives, planned.final_link_args)
 
 
 def percentile(sorted_values: list[int], fraction: float) -> int:
