@@ -34,10 +34,6 @@ LlvmToolchainInfo = provider(
         "compiler_flags": provider_field(list[str]),
         # Flags every link gets (the driver's, e.g. -fuse-ld=lld, -O2).
         "linker_flags": provider_field(list[str]),
-        # Tests only (`[dist_lto] test_drop_import`): the opt action whose identifier
-        # ends with this loses its first import from its inputs, so a test can show
-        # that remote execution fails without it. Empty: no action is touched.
-        "test_drop_import": provider_field(str),
     },
 )
 
@@ -61,7 +57,6 @@ def _llvm_toolchain_impl(ctx: AnalysisContext) -> list[Provider]:
             opt_worker = opt_worker,
             compiler_flags = ctx.attrs.compiler_flags,
             linker_flags = ctx.attrs.linker_flags,
-            test_drop_import = ctx.attrs.test_drop_import,
         ),
     ]
 
@@ -76,7 +71,6 @@ llvm_toolchain = rule(
         "dist_lto_srcs": attrs.list(attrs.source()),
         "compiler_flags": attrs.list(attrs.string(), default = ["-O2"]),
         "linker_flags": attrs.list(attrs.string(), default = ["-fuse-ld=lld", "-O2"]),
-        "test_drop_import": attrs.string(default = ""),
         "opt_worker": attrs.bool(default = True),
     },
 )
@@ -89,7 +83,6 @@ def dist_lto_tools(toolchain: LlvmToolchainInfo) -> DistLtoTools:
         dist_lto_pkg = toolchain.dist_lto_pkg,
         opt_worker = toolchain.opt_worker,
         clang = toolchain.clang,
-        test_drop_import = toolchain.test_drop_import,
     )
 
 TOOLCHAIN = "root//:llvm"

@@ -2,9 +2,9 @@
 Buck2's own remote-execution client, as `examples/remote.buckconfig` tells a user.
 
 BuildBarn gives each action an input root holding only what the action declared, so a
-remote build that succeeds shows that our actions declare everything they read; the
-test-only switch `dist_lto.test_drop_import` shows the converse: one import left out
-of one opt action's inputs fails the build.
+remote build that succeeds shows that our actions declare everything they read; a
+scratch copy of the rules whose opt action leaves one import out of its inputs shows
+the converse: that build fails.
 """
 
 from __future__ import annotations
@@ -89,13 +89,24 @@ def test_a_clean_rebuild_takes_every_action_from_the_remote_cache(remote: Buck2)
     assert {r.executor for r in ran} == {"Cache"}, Counter((r.category, r.executor) for r in ran)
 
 
+def drop_first_import(project: Path, identifier: str) -> None:
+    """Edit the scratch project's opt rule so that the opt action `identifier` loses its
+    first import from its inputs (what a rule that forgot one would declare)."""
+    opt_bzl = project / "prelude" / "dist_lto" / "opt.bzl"
+    text = opt_bzl.read_text()
+    declared = "        hidden = imports + link.backend_inputs,\n"
+    assert text.count(declared) == 1, "prelude/dist_lto/opt.bzl: the opt action's inputs moved"
+    dropped = f'        hidden = (imports[1:] if identifier == "{identifier}" else imports)'
+    opt_bzl.write_text(text.replace(declared, f"{dropped} + link.backend_inputs,\n"))
+
+
 def test_an_opt_action_missing_one_import_fails_remotely_and_links_nothing(
     tmp_path: Path, engine: buildbarn.Engine, remote_build: tuple[dict[str, Path], list]
 ) -> None:
     _, ran = remote_build
     assert [r for r in ran if r.identifier == DROPPED]
     buck2 = remote_project(tmp_path, engine)
-    buck2.config["dist_lto.test_drop_import"] = DROPPED
+    drop_first_import(buck2.project, DROPPED)
     try:
         proc = buck2.build("//examples/c:wordstats", check=False)
         assert proc.returncode != 0

@@ -140,7 +140,6 @@ def _dist_lto_cxx_link_impl(ctx: AnalysisContext) -> list[Provider]:
             dist_lto_pkg = toolset.pkg,
             opt_worker = toolset.opt_worker,
             clang = toolchain.cxx_compiler_info.compiler,
-            test_drop_import = "",
         ),
         ctx.label.name,
         groups,

@@ -62,8 +62,6 @@ def _run_opt(
         dwo,
         imports: list[Artifact],
         identifier: str) -> None:
-    if toolchain.test_drop_import and identifier.endswith(toolchain.test_drop_import):
-        imports = imports[1:]
     cmd = cmd_args(
         "--input",
         module,

@@ -17,9 +17,6 @@ DistLtoTools = record(
     opt_worker = WorkerInfo | None,
     # The backend compiler (`dist-lto opt -- CLANG`): a path, or a tool's RunInfo.
     clang = str | RunInfo,
-    # Tests only: the opt action whose identifier ends with this loses its first import
-    # from its inputs (prelude/toolchain.bzl, `test_drop_import`). Empty: none is.
-    test_drop_import = str,
 )
 
 def opt_executable(tools: DistLtoTools) -> WorkerRunInfo | RunInfo:
