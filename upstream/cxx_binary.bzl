@@ -36,8 +36,7 @@ load(
     "LinkGroup",
     "ObjectLinkable",
 )
-load("//prelude/dist_lto:tools.bzl", "DistLtoTools")
-load(":defs.bzl", "DistLtoToolsetInfo")
+load("//prelude/dist_lto:tools.bzl", "DistLtoRunnerInfo", "dist_lto_tools")
 
 def _flags(flags: list) -> list[str | Artifact | cmd_args]:
     """Linker flags as the meta file carries them: strings and files as they are,
@@ -111,7 +110,7 @@ def _groups(ctx: AnalysisContext, toolchain: CxxToolchainInfo, infos: list[LinkI
 
 def _dist_lto_cxx_link_impl(ctx: AnalysisContext) -> list[Provider]:
     toolchain = ctx.attrs._cxx_toolchain[CxxToolchainInfo]
-    toolset = ctx.attrs._dist_lto[DistLtoToolsetInfo]
+    runner = ctx.attrs._dist_lto[DistLtoRunnerInfo]
     linker_info = toolchain.linker_info
     strategy = process_link_strategy_for_pic_behavior(LinkStrategy("static"), toolchain.pic_behavior)
     merged = [d[MergedLinkInfo] for d in ctx.attrs.deps if MergedLinkInfo in d]
@@ -134,13 +133,7 @@ def _dist_lto_cxx_link_impl(ctx: AnalysisContext) -> list[Provider]:
 
     linked = dist_lto_link(
         ctx,
-        DistLtoTools(
-            python = toolset.python,
-            opt_python = toolset.opt_python,
-            dist_lto_pkg = toolset.pkg,
-            opt_worker = toolset.opt_worker,
-            clang = toolchain.cxx_compiler_info.compiler,
-        ),
+        dist_lto_tools(runner, toolchain.cxx_compiler_info.compiler),
         ctx.label.name,
         groups,
         parts.link_cmd,
@@ -167,7 +160,7 @@ dist_lto_cxx_link = rule(
         "deps": attrs.list(attrs.dep(), default = [], doc = "what to link, in order (each with its own dependencies)"),
         "linker_flags": attrs.list(attrs.string(), default = [], doc = "flags before every input, as cxx_binary's"),
         "_cxx_toolchain": toolchains_common.cxx(),
-        "_dist_lto": attrs.dep(default = "dist_lto//upstream:toolset", providers = [DistLtoToolsetInfo]),
+        "_dist_lto": attrs.dep(default = "dist_lto//upstream:toolset", providers = [DistLtoRunnerInfo]),
     },
 )
 

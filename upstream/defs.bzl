@@ -8,6 +8,7 @@
 
 # Shared with our own rules' toolchain (prelude/toolchain.bzl).
 load("//prelude/dist_lto:package.bzl", "compile_dist_lto_package", "dist_lto_command")
+load("//prelude/dist_lto:tools.bzl", "dist_lto_runner")
 
 DistLtoPackageInfo = provider(
     doc = "The dist-lto Python package, compiled.",
@@ -29,31 +30,10 @@ dist_lto_package = rule(
     },
 )
 
-DistLtoToolsetInfo = provider(
-    doc = "What dist_lto_cxx_binary (cxx_binary.bzl) runs besides the C++ toolchain's tools.",
-    fields = {
-        # Python 3.11+ with orjson and libarchive-c: runs prepare and plan.
-        "python": provider_field(str),
-        # Python 3.11+: runs opt, once per module, with -S -E.
-        "opt_python": provider_field(str),
-        # The compiled dist-lto package.
-        "pkg": provider_field(Artifact),
-        # The persistent worker that runs opt actions executed locally (`dist-lto
-        # opt-worker`, started with `python`, which needs grpcio); None: each opt action
-        # starts `dist-lto opt` (`[dist_lto] opt_worker = false`).
-        "opt_worker": provider_field(WorkerInfo | None),
-    },
-)
-
 def _toolset_impl(ctx: AnalysisContext) -> list[Provider]:
     pkg = ctx.attrs.package[DistLtoPackageInfo].pkg
-
-    # Made here, once: every opt action naming this WorkerInfo shares one worker process.
-    opt_worker = WorkerInfo(exe = dist_lto_command(ctx.attrs.python, pkg, "opt-worker")) if ctx.attrs.opt_worker else None
-    return [
-        DefaultInfo(default_output = pkg),
-        DistLtoToolsetInfo(python = ctx.attrs.python, opt_python = ctx.attrs.opt_python, pkg = pkg, opt_worker = opt_worker),
-    ]
+    runner = dist_lto_runner(ctx.attrs.python, ctx.attrs.opt_python, pkg, ctx.attrs.opt_worker)
+    return [DefaultInfo(default_output = pkg), runner]
 
 dist_lto_toolset = rule(
     impl = _toolset_impl,

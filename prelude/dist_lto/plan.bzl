@@ -128,7 +128,7 @@ def run_plan(
         outputs += [archive.plan.as_output(), archive.index_dir.as_output()]
         inputs += [archive.objects_dir, archive.manifest]
     cmd = cmd_args(
-        dist_lto_command(tools.python, tools.dist_lto_pkg, "plan"),
+        dist_lto_command(tools.python, tools.pkg, "plan"),
         meta_file,
         "--",
         driver_command,

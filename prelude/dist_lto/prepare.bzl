@@ -19,7 +19,7 @@ def prepare_archive(
     objects_dir = ctx.actions.declare_output(prefix, PREPARED_OBJECTS, dir = True)
     manifest = ctx.actions.declare_output(prefix, PREPARED_MANIFEST)
     cmd = cmd_args(
-        dist_lto_command(tools.python, tools.dist_lto_pkg, "prepare"),
+        dist_lto_command(tools.python, tools.pkg, "prepare"),
         "--archive",
         linkable.archive,
         "--objects-out",

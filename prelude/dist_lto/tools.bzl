@@ -5,19 +5,51 @@
 
 load(":package.bzl", "dist_lto_command")
 
+DistLtoRunnerInfo = provider(
+    doc = "How to run the dist-lto package: made once per toolchain (`dist_lto_runner`).",
+    fields = {
+        # Python 3.11+ with orjson and libarchive-c: runs `prepare` and `plan`.
+        "python": provider_field(str),
+        # Python 3.11+, standard library only: runs `opt` with -S -E (fast start-up).
+        "opt_python": provider_field(str),
+        # A directory holding the `dist_lto` package and its compiled bytecode.
+        "pkg": provider_field(Artifact),
+        # The persistent worker that runs opt actions executed locally (`dist-lto
+        # opt-worker`, started with `python`, which needs grpcio); None: every opt
+        # action starts `dist-lto opt`. See `opt_executable`.
+        "opt_worker": provider_field(WorkerInfo | None),
+    },
+)
+
+def dist_lto_runner(python: str, opt_python: str, pkg: Artifact, opt_worker: bool) -> DistLtoRunnerInfo:
+    """The runner of a toolchain. Its WorkerInfo is made here, once: every opt action
+    naming it shares one worker process, sent as many requests as Buck2 has local slots."""
+    worker = WorkerInfo(exe = dist_lto_command(python, pkg, "opt-worker")) if opt_worker else None
+    return DistLtoRunnerInfo(python = python, opt_python = opt_python, pkg = pkg, opt_worker = worker)
+
 DistLtoTools = record(
-    # Python 3.11+ with orjson and libarchive-c: runs `prepare` and `plan`.
     python = str,
-    # Python 3.11+, standard library only: runs `opt` with -S -E (fast start-up).
     opt_python = str,
-    # A directory holding the `dist_lto` package and its compiled bytecode.
-    dist_lto_pkg = Artifact,
-    # The persistent worker that runs opt actions executed locally (`dist-lto
-    # opt-worker`); None: every opt action starts `dist-lto opt`. See `opt_executable`.
+    pkg = Artifact,
     opt_worker = WorkerInfo | None,
     # The backend compiler (`dist-lto opt -- CLANG`): a path, or a tool's RunInfo.
     clang = str | RunInfo,
 )
+
+def dist_lto_tools(runner: Provider, clang: str | RunInfo) -> DistLtoTools:
+    """The phases' tools: a toolchain's `DistLtoRunnerInfo` and its backend compiler.
+
+    `runner` is typed `Provider`: Buck2 evaluates a .bzl file once per cell of the build
+    file that loads it, so the upstream route's runner (made by our cell's toolset
+    target) is another evaluation's DistLtoRunnerInfo for a rule loaded from the user's
+    cell, which a type check tells apart though `ctx.attrs[...]` finds it."""
+    return DistLtoTools(
+        python = runner.python,
+        opt_python = runner.opt_python,
+        pkg = runner.pkg,
+        opt_worker = runner.opt_worker,
+        clang = clang,
+    )
 
 def opt_executable(tools: DistLtoTools) -> WorkerRunInfo | RunInfo:
     """The `exe` of an opt action, whose arguments are `dist-lto opt`'s (after `opt`).
@@ -26,7 +58,7 @@ def opt_executable(tools: DistLtoTools) -> WorkerRunInfo | RunInfo:
     `[build] use_persistent_workers = false`, or no worker), the command is `dist-lto opt`
     followed by the arguments, exactly the command an opt action always ran.
     """
-    opt = dist_lto_command(tools.opt_python, tools.dist_lto_pkg, "opt", fast = True)
+    opt = dist_lto_command(tools.opt_python, tools.pkg, "opt", fast = True)
     if tools.opt_worker == None:
         return RunInfo(args = opt)
     return WorkerRunInfo(worker = tools.opt_worker, exe = opt)
