@@ -9,7 +9,7 @@
 # The package action and the runner are shared with the tools for Buck2's upstream
 # prelude (upstream/defs.bzl).
 load("//dist_lto:package.bzl", "compile_dist_lto_package")
-load("//dist_lto:tools.bzl", "DistLtoRunnerInfo", "dist_lto_runner")
+load("//dist_lto:tools.bzl", "DistLtoRunnerInfo", "DistLtoTools", "dist_lto_runner", "tools_from_runner")
 
 LlvmToolchainInfo = provider(
     doc = "How to run clang, lld, llvm-ar, rustc and the dist-lto tools.",
@@ -58,6 +58,10 @@ llvm_toolchain = rule(
         "opt_worker": attrs.bool(default = True),
     },
 )
+
+def dist_lto_tools(toolchain: LlvmToolchainInfo) -> DistLtoTools:
+    """What the distributed link's phases (prelude/dist_lto/) run, from this toolchain."""
+    return tools_from_runner(toolchain.dist_lto, toolchain.clang)
 
 TOOLCHAIN = "root//:llvm"
 """The toolchain target every rule uses (a private attribute default)."""

@@ -7,6 +7,7 @@ package, so tests never see each other's targets.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import textwrap
 from collections import Counter
@@ -302,3 +303,26 @@ def test_editing_one_source_reruns_only_what_depends_on_it(buck2: Buck2) -> None
     affected = {"leaf.o"} | {m for m, deps in imports.items() if "leaf.o" in deps}
     assert reran == affected
     assert "other.o" not in reran
+
+
+@pytest.mark.parametrize("kind", ["PLAN", "MANIFEST"])
+def test_rules_refuse_a_plan_or_manifest_of_another_version_naming_the_file(
+    tmp_path: Path, kind: str
+) -> None:
+    """Rules of one release and tools of another: the rules' formats.bzl is edited to
+    expect version 2, the tools write version 1."""
+    project = scratch_project(tmp_path)
+    formats = project / "prelude" / "dist_lto" / "formats.bzl"
+    text = formats.read_text()
+    assert text.count(f"{kind}_VERSION = 1\n") == 1
+    formats.write_text(text.replace(f"{kind}_VERSION = 1\n", f"{kind}_VERSION = 2\n"))
+    other = Buck2(project)
+    try:
+        lib_package(other, "lib", lto=True)
+        proc = other.build("//lib:app-dist", check=False)
+    finally:
+        other.kill()
+    assert proc.returncode != 0
+    what = "(object|archive|link) plan" if kind == "PLAN" else "manifest"
+    refused = rf"root//lib:app-dist: \S+\.json: {what} version 1, where these rules read version 2"
+    assert re.search(refused, proc.stderr), proc.stderr[-3000:]

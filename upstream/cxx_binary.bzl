@@ -36,7 +36,7 @@ load(
     "LinkGroup",
     "ObjectLinkable",
 )
-load("//prelude/dist_lto:tools.bzl", "DistLtoRunnerInfo", "dist_lto_tools")
+load("//prelude/dist_lto:tools.bzl", "DistLtoRunnerInfo", "tools_from_runner")
 
 def _flags(flags: list) -> list[str | Artifact | cmd_args]:
     """Linker flags as the meta file carries them: strings and files as they are,
@@ -133,7 +133,7 @@ def _dist_lto_cxx_link_impl(ctx: AnalysisContext) -> list[Provider]:
 
     linked = dist_lto_link(
         ctx,
-        dist_lto_tools(runner, toolchain.cxx_compiler_info.compiler),
+        tools_from_runner(runner, toolchain.cxx_compiler_info.compiler),
         ctx.label.name,
         groups,
         parts.link_cmd,

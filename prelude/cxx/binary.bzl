@@ -3,8 +3,7 @@
 # Buck2 action per backend, scheduled from the index step's plans).
 
 load("//dist_lto:link.bzl", "dist_lto_link")
-load("//dist_lto:tools.bzl", "dist_lto_tools")
-load("//toolchain.bzl", "LlvmToolchainInfo", "TOOLCHAIN")
+load("//toolchain.bzl", "LlvmToolchainInfo", "TOOLCHAIN", "dist_lto_tools")
 load(":compile.bzl", "compile_sources", "header_dir")
 load(":link.bzl", "link_binary", "link_driver", "sample_profile_flags")
 load(
@@ -39,7 +38,7 @@ def _cxx_binary_impl(ctx: AnalysisContext) -> list[Provider]:
     if ctx.attrs.dist_lto:
         out = dist_lto_link(
             ctx,
-            dist_lto_tools(toolchain.dist_lto, toolchain.clang),
+            dist_lto_tools(toolchain),
             ctx.label.name,
             groups,
             cmd_args(link_driver(toolchain, groups), toolchain.linker_flags),

@@ -3,6 +3,7 @@
 # archive members in the original link order; this action depends on exactly the
 # files the plan says the link uses.
 
+load(":formats.bzl", "read_link_plan")
 load(":types.bzl", "DistLink")
 
 def final_link(
@@ -11,7 +12,7 @@ def final_link(
         driver_command,
         out: Artifact) -> None:
     def link_it(ctx: AnalysisContext, artifacts, outputs) -> None:
-        plan = artifacts[link.link_plan].read_json()
+        plan = read_link_plan(artifacts, link.link_plan)
         inputs = list(link.static_inputs)
         inputs += [link.objects[i].opt for i in plan["bitcode_objects"]]
         inputs += [link.objects[i].object for i in plan["native_objects"]]

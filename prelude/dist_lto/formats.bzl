@@ -1,8 +1,13 @@
 # What the rules write and read of dist-lto's file formats, in one place: the meta file
-# `dist-lto plan` reads (docs/plan.md) and the manifest `dist-lto prepare` writes
-# (docs/prepare.md), whose member paths follow the layout `prepare.bzl` declares.
+# `dist-lto plan` reads and the plans it writes (docs/plan.md), and the manifest
+# `dist-lto prepare` writes (docs/prepare.md), whose member paths follow the layout
+# `prepare.bzl` declares. Every file read here is checked for the version these rules
+# know, so that tools and rules from different releases fail in analysis, naming the
+# file, rather than misread each other.
 
 META_VERSION = 1
+PLAN_VERSION = 1
+MANIFEST_VERSION = 1
 
 PREPARED_OBJECTS = "objects"
 """A prepared archive's objects directory, beside its manifest: the manifest spells a
@@ -61,3 +66,32 @@ def manifest_member_files(manifest: dict[str, typing.Any], objects_dir: Artifact
             fail("{}: member {} is at `{}`, not under `{}`".format(what, entry["position"], path, prefix))
         files[entry["position"]] = objects_dir.project(path[len(prefix):])
     return files
+
+def _read_versioned(artifacts, file: Artifact, what: str, version: int) -> dict[str, typing.Any]:
+    document = artifacts[file].read_json()
+    found = document.get("version")
+    if found != version:
+        fail("{}: {}: {} version {}, where these rules read version {}: the dist-lto tools and rules come from different releases".format(
+            file.owner.raw_target(),
+            file.short_path,
+            what,
+            found,
+            version,
+        ))
+    return document
+
+def read_object_plan(artifacts, plan: Artifact) -> dict[str, typing.Any]:
+    """An object plan (`dist-lto plan`): whether a backend runs, importing what."""
+    return _read_versioned(artifacts, plan, "object plan", PLAN_VERSION)
+
+def read_archive_plan(artifacts, plan: Artifact) -> dict[str, typing.Any]:
+    """An archive plan (`dist-lto plan`): each member's backend and imports."""
+    return _read_versioned(artifacts, plan, "archive plan", PLAN_VERSION)
+
+def read_link_plan(artifacts, plan: Artifact) -> dict[str, typing.Any]:
+    """The link plan (`dist-lto plan`): which objects and archives the final link uses."""
+    return _read_versioned(artifacts, plan, "link plan", PLAN_VERSION)
+
+def read_manifest(artifacts, manifest: Artifact) -> dict[str, typing.Any]:
+    """A prepared archive's manifest (`dist-lto prepare`)."""
+    return _read_versioned(artifacts, manifest, "manifest", MANIFEST_VERSION)

@@ -5,7 +5,7 @@
 # execution (tests/test_buck2_remote.py builds on an engine whose input roots hold
 # only declared inputs).
 
-load(":formats.bzl", "manifest_member_files")
+load(":formats.bzl", "manifest_member_files", "read_archive_plan", "read_manifest", "read_object_plan")
 load(":tools.bzl", "DistLtoTools", "opt_executable")
 load(":types.bzl", "DistLink")
 
@@ -15,7 +15,7 @@ def _member_files(link: DistLink, artifacts, archive_index: int) -> dict[int, Ar
     archive = link.archives[archive_index]
     if archive.linkable.members:
         return {i: m for i, m in enumerate(archive.linkable.members)}
-    manifest = artifacts[archive.manifest].read_json()
+    manifest = read_manifest(artifacts, archive.manifest)
     return manifest_member_files(manifest, archive.objects_dir, "archive {}".format(archive_index))
 
 def _member_lookup(link: DistLink, artifacts) -> typing.Callable:
@@ -84,7 +84,7 @@ def opt_object(ctx: AnalysisContext, toolchain: DistLtoTools, link: DistLink, in
     declared = [obj.opt.as_output()] + ([obj.dwo.as_output()] if obj.dwo else [])
 
     def optimize(ctx: AnalysisContext, artifacts, outputs) -> None:
-        plan = artifacts[obj.plan].read_json()
+        plan = read_object_plan(artifacts, obj.plan)
         if not plan["is_bitcode"]:
             # Native after all: the final link uses the object itself; bind the
             # declared output to a copy so that it exists.
@@ -117,7 +117,7 @@ def opt_archive(ctx: AnalysisContext, toolchain: DistLtoTools, link: DistLink, i
     declared = [archive.opt_dir.as_output()] + ([archive.dwo_dir.as_output()] if archive.dwo_dir else [])
 
     def optimize(ctx: AnalysisContext, artifacts, outputs) -> None:
-        plan = artifacts[archive.plan].read_json()
+        plan = read_archive_plan(artifacts, archive.plan)
         member = _member_lookup(link, artifacts)
         optimised = {}
         dwos = {}

@@ -36,7 +36,7 @@ DistLtoTools = record(
     clang = str | RunInfo,
 )
 
-def dist_lto_tools(runner: Provider, clang: str | RunInfo) -> DistLtoTools:
+def tools_from_runner(runner: Provider, clang: str | RunInfo) -> DistLtoTools:
     """The phases' tools: a toolchain's `DistLtoRunnerInfo` and its backend compiler.
 
     `runner` is typed `Provider`: Buck2 evaluates a .bzl file once per cell of the build
