@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
-"""Real Buck2 building Lua and zstd three distributed ways, each against in-process ThinLTO.
+"""Real Buck2 building Lua and zstd four distributed ways, each against in-process ThinLTO.
 
-Two scratch Buck2 projects get a package per workload, holding a copy of its Debian
-source tree and a BUCK file: a `cxx_library` of the library units (each source with its
-own flags, the native units with `-fno-lto`) and binaries of the main units linking it.
+Scratch Buck2 projects (ours, ours without the opt worker, upstream) get a package
+per workload, holding a copy of its Debian source tree and a BUCK file: a
+`cxx_library` of the library units (each source with its own flags, the native units
+with `-fno-lto`) and binaries of the main units linking it.
 
     ours                 a copy of this project (our prelude): `cxx_binary(dist_lto =
-                         True)`: prepare, plan, one opt action per module, final link
+                         True)`: prepare, plan, one opt action per module (run by
+                         the opt worker), final link
+    ours-noworker        the same in a second copy whose opt actions run as commands
+                         (`[dist_lto] opt_worker = false`): what the worker gives
     inprocess            the same project, `cxx_binary(lto = True)`: one link action,
                          LLD running the backends on its threads
     upstream             a copy of examples/upstream (Buck2's bundled prelude, our tools
@@ -27,7 +31,12 @@ round, workload and project for the link and incremental builds:
                  build again; the actions it ran, counted by category
 
 Each build's `tail` is the part of it after its last compile ended (from the event
-log): what the link costs beyond what overlapped the compiles.
+log): what the link costs beyond what overlapped the compiles. The last round's full
+build of each variant also says where its time went (bench/buck2_gap.py): the CPU of
+its link actions, each run again, against the in-process link's, and of its backends
+alone (the bare clang command each opt action wraps); how many actions it ran and what
+each cost outside its command; when its longest backend started after the last
+compile (in-process LLD starts its biggest first).
 
 The variants rotate which goes first, round by round. Each built binary passes the
 workload's functional check. The last lines, per distributed variant and workload:
@@ -36,8 +45,7 @@ edit reran, of those the full build ran: the last round's), and
 `buck2-full/VARIANT/WORKLOAD: R of in-process` (median full-build wall time over that of
 the in-process build of the same project); then `buck2-dist/inprocess: <ratio>` and
 `buck2-incremental-dist/inprocess: <ratio>`, ours over in-process, full and incremental
-builds, summed over the workloads. Our own rules' opt actions go through the opt worker
-unless `--no-worker` (`-c dist_lto.opt_worker=false`).
+builds, summed over the workloads (and the same two for ours-noworker).
 
 Usage: .venv/bin/python bench/buck2.py [--workloads lua,zstd] [--rounds 3]
                                        [--variants ours,inprocess,...]
@@ -61,11 +69,13 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+import buck2_gap
 from support import workloads
 from support.real_buck2 import Buck2, scratch_project, upstream_scratch_project
 
 VARIANTS = {
     "ours": ("ours", ""),
+    "ours-noworker": ("ours-noworker", ""),
     "inprocess": ("ours", "-inprocess"),
     "upstream": ("upstream", ""),
     "fine": ("upstream", "-fine"),
@@ -73,7 +83,12 @@ VARIANTS = {
 }
 """Each variant's project and binary target: the workload's name and this suffix."""
 
-BASELINE = {"ours": "inprocess", "upstream": "upstream-inprocess", "fine": "upstream-inprocess"}
+BASELINE = {
+    "ours": "inprocess",
+    "ours-noworker": "inprocess",
+    "upstream": "upstream-inprocess",
+    "fine": "upstream-inprocess",
+}
 """Each distributed variant's in-process twin, in the same project."""
 
 OPT_CATEGORIES = (
@@ -103,9 +118,6 @@ UPSTREAM_CATEGORIES = (
 """Upstream's link actions: its categories get the link's kind as a suffix."""
 COMPILE_CATEGORIES = ("cxx_compile", "c_compile")
 CATEGORIES = (*COMPILE_CATEGORIES, "archive", *LINK_CATEGORIES, *UPSTREAM_CATEGORIES)
-
-EXTRA_CONFIG: dict[str, str] = {}
-"""`-c` values of every build, beside the machine's (`--no-worker`)."""
 
 
 def _star(value: object) -> str:
@@ -138,7 +150,7 @@ def add_workload(root: Path, name: str, project: str) -> None:
         f'    srcs = {srcs},\n    headers = {headers},\n    deps = [":{name}-lib"],\n'
         f"    linker_flags = {_star(link_flags)},\n"
     )
-    if project == "ours":
+    if project.startswith("ours"):
         text = [f'cxx_library(\n    name = "{name}-lib",\n    srcs = {lib_srcs},\n'
                 f"    headers = {headers},\n)\n"]  # fmt: skip
         text.append(f'\ncxx_binary(\n    name = "{name}",\n{common}    dist_lto = True,\n)\n')
@@ -173,7 +185,6 @@ class Session:
 
     def __init__(self, project: Path) -> None:
         self.buck = Buck2(project, isolation_dir=f"bench-{uuid.uuid4().hex[:10]}")
-        self.buck.config.update(EXTRA_CONFIG)
         self.buck("server", config=False)  # the daemon's start is not the build's
 
     def build(self, target: str) -> Built:
@@ -198,6 +209,18 @@ class Session:
             if category in COMPILE_CATEGORIES:
                 last_compile = max(last_compile, end)
         return last_action - last_compile if last_compile else 0.0
+
+    def gap(self) -> buck2_gap.Gap:
+        """Where the last build's time went (its link actions run again for their CPU)."""
+        events = self.buck("log", "show", config=False).stdout
+        what_ran = self.buck("log", "what-ran", "--format", "json", config=False).stdout
+        return buck2_gap.measure(
+            events,
+            what_ran,
+            self.buck.project,
+            LINK_CATEGORIES + UPSTREAM_CATEGORIES,
+            slots=os.cpu_count() or 1,
+        )
 
     def ran(self) -> collections.Counter[str]:
         """The last build's actions that ran, by category."""
@@ -230,6 +253,7 @@ class Figures:
     ran: dict[str, collections.Counter[str]] = field(default_factory=dict)
     full_ran: dict[str, collections.Counter[str]] = field(default_factory=dict)
     critical: dict[str, dict[str, float]] = field(default_factory=dict)
+    gap: dict[str, buck2_gap.Gap] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for series in (self.full, self.link, self.incremental):
@@ -275,7 +299,7 @@ class Workload:
             f"int dist_lto_bench_edit_{n}(int x) {{ return x * {n} + 1; }}\n"
         )
 
-    def round(self, order: list[str]) -> None:
+    def round(self, order: list[str], last: bool) -> None:
         f = self.figures
         for variant in order:
             session = Session(self.project(variant))
@@ -283,6 +307,8 @@ class Workload:
                 f.full[variant].append(self.checked(session.build(self.target(variant))))
                 f.critical[variant] = session.critical_path()
                 f.full_ran[variant] = session.ran()
+                if last:
+                    f.gap[variant] = session.gap()
             finally:
                 session.close()
         for kind in self.projects:
@@ -309,8 +335,6 @@ def _row(label: str, values: list[str]) -> str:
 
 def report(loads: list[Workload], rounds: int, variants: list[str]) -> None:
     kinds = ("full", "link", "incremental")
-    worker = "off" if EXTRA_CONFIG.get("dist_lto.opt_worker") == "false" else "on"
-    print(f"# opt worker {worker}")
     print(f"# wall time in s of `buck2 build`, {rounds} rounds, local execution,"
           f" {os.cpu_count()} CPUs; load average at the end: {os.getloadavg()[0]:.2f}")  # fmt: skip
     print("# (tail: the part after the build's last compile ended)")
@@ -341,6 +365,11 @@ def report(loads: list[Workload], rounds: int, variants: list[str]) -> None:
                 f"{c} {s:.2f}" for c, s in sorted(spent.items(), key=lambda kv: -kv[1])
             )
             print(f"critical path of the last full {variant} build (s running): {shown}")
+        for variant in variants:
+            if variant in f.gap:
+                baseline = f.gap.get(BASELINE.get(variant, ""))
+                for line in buck2_gap.describe(f.gap[variant], baseline):
+                    print(f"last full {variant} build: {line}")
     print()
     for variant, baseline in BASELINE.items():
         if variant not in variants:
@@ -357,35 +386,39 @@ def report(loads: list[Workload], rounds: int, variants: list[str]) -> None:
                 b.wall for b in f.full[baseline]
             )
             print(f"buck2-full/{variant}/{load.name}: {ratio:.3f} of in-process")
-    if "ours" in variants and "inprocess" in variants:
-        total = {v: sum(statistics.median(b.wall for b in w.figures.full[v]) for w in loads)
-                 for v in ("ours", "inprocess")}  # fmt: skip
-        print(f"buck2-dist/inprocess: {total['ours'] / total['inprocess']:.3f}")
-        total = {v: sum(statistics.median(b.wall for b in w.figures.incremental[v]) for w in loads)
-                 for v in ("ours", "inprocess")}  # fmt: skip
-        print(f"buck2-incremental-dist/inprocess: {total['ours'] / total['inprocess']:.3f}")
+    for ours, label in (("ours", "dist"), ("ours-noworker", "dist-noworker")):
+        if ours not in variants or "inprocess" not in variants:
+            continue
+        for kind, prefix in (("full", "buck2"), ("incremental", "buck2-incremental")):
+            total = {
+                v: sum(
+                    statistics.median(b.wall for b in getattr(w.figures, kind)[v]) for w in loads
+                )
+                for v in (ours, "inprocess")
+            }
+            print(f"{prefix}-{label}/inprocess: {total[ours] / total['inprocess']:.3f}")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workloads", default="lua,zstd")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument(
-        "--no-worker", action="store_true", help="opt actions without the opt worker"
-    )
     parser.add_argument("--variants", default=",".join(VARIANTS))
     args = parser.parse_args()
     variants = args.variants.split(",")
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         parser.error(f"--variants: unknown {unknown[0]!r} (known: {', '.join(VARIANTS)})")
-    if args.no_worker:
-        EXTRA_CONFIG["dist_lto.opt_worker"] = "false"
     with tempfile.TemporaryDirectory(prefix="bench-buck2-") as tmp:
         kinds = {VARIANTS[v][0] for v in variants}
         projects = {}
         if "ours" in kinds:
             projects["ours"] = scratch_project(Path(tmp) / "ours")
+        if "ours-noworker" in kinds:
+            projects["ours-noworker"] = scratch_project(
+                Path(tmp) / "ours-noworker",
+                {".buckconfig.local": "[dist_lto]\nopt_worker = false\n"},
+            )
         if "upstream" in kinds:
             projects["upstream"] = upstream_scratch_project(Path(tmp) / "upstream")
         loads = [Workload(projects, name, variants) for name in args.workloads.split(",")]
@@ -393,7 +426,7 @@ def main() -> int:
             shift = round_ % len(variants)
             order = variants[shift:] + variants[:shift]
             for load in loads:
-                load.round(order)
+                load.round(order, last=round_ == args.rounds - 1)
                 print(f"# round {round_ + 1} {load.name} done", file=sys.stderr, flush=True)
         report(loads, args.rounds, variants)
     return 0

@@ -1,0 +1,251 @@
+"""Where a Buck2 build's time goes, from its own record: used by bench/buck2.py.
+
+From the event log and `buck2 log what-ran` of one build (read while its buck-out is
+still there):
+
+    cpu        every link action of the build run again, one at a time, with the CPU
+               time (user + sys, all threads and children) the kernel gives its
+               process tree; each opt action also as the bare clang backend that
+               `dist-lto opt --print-command` prints (what the backends alone cost)
+    actions    how many actions the build ran; the mean time Buck2 spent on each after
+               its command ended (outputs hashed and recorded); and, over the opt
+               actions' span, the local slots' time not spent in an opt command, per
+               opt action (all of them are ready at once after the plan, so the idle
+               time is what each action costs outside its command)
+    biggest    when the longest backend's command started, against the end of the
+               last compile (in-process LLD starts its biggest backend first)
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import shlex
+import statistics
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+COMPILE_CATEGORIES = ("cxx_compile", "c_compile")
+OPT_CATEGORIES = (
+    "thin_lto_opt",
+    "thin_lto_opt_object_executable",
+    "thin_lto_opt_archive_executable",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One action a build ran: its span in Buck2 and its command's run, in seconds."""
+
+    category: str
+    identifier: str
+    span_start: float
+    span_end: float
+    command_start: float | None
+    command_secs: float
+    argv: tuple[str, ...]
+    env: dict[str, str]
+
+
+def _seconds(stamp: list[int]) -> float:
+    return stamp[0] + stamp[1] / 1e9
+
+
+def _commands(what_ran: str) -> dict[tuple[str, str], tuple[list[str], dict[str, str]]]:
+    """Each action's command line and environment, by (category, identifier)."""
+    found = {}
+    for line in what_ran.splitlines():
+        if not line:
+            continue
+        row = orjson.loads(line)
+        if row["reproducer"]["executor"] == "WorkerInit":
+            continue
+        what = row["identity"].rsplit(" (", 1)[-1].rstrip(")")
+        category, _, identifier = what.partition(" ")
+        details = row["reproducer"]["details"]
+        found[(category, identifier)] = (details.get("command", []), details.get("env", {}))
+    return found
+
+
+def actions(events: str, what_ran: str) -> list[Action]:
+    """The actions of one build that ran a command, from `buck2 log show` and `buck2 log
+    what-ran --format json` of it. A worker's action gets its fallback command (what it
+    runs without the worker)."""
+    commands = _commands(what_ran)
+    found = []
+    for line in events.splitlines():
+        if '"SpanEnd"' not in line or '"ActionExecution"' not in line:
+            continue
+        event = orjson.loads(line)["Event"]
+        end = event["data"]["SpanEnd"]
+        action = end["data"]["ActionExecution"]
+        if not action["commands"]:
+            continue
+        name = action["name"]
+        details = action["commands"][-1]["details"]
+        argv, env = commands.get((name["category"], name["identifier"]), ([], {}))
+        worker = details["command_kind"]["command"].get("WorkerCommand")
+        if worker is not None:
+            argv = [*worker["fallback_exe"], *argv]
+        span_end = _seconds(event["timestamp"])
+        metadata = details["metadata"]
+        found.append(
+            Action(
+                category=name["category"],
+                identifier=name["identifier"],
+                span_start=span_end - end["duration_us"] / 1e6,
+                span_end=span_end,
+                command_start=_seconds(metadata["start_time"]) if metadata else None,
+                command_secs=(metadata["wall_time_us"] if metadata else 0) / 1e6,
+                argv=tuple(argv),
+                env=env,
+            )
+        )
+    return found
+
+
+def cpu_seconds(argv: list[str] | tuple[str, ...], env: dict[str, str], cwd: Path) -> float | None:
+    """User + system CPU seconds of `argv` and everything it started, run to completion;
+    None when it fails run again (a tool that refuses to write over its own earlier
+    outputs, as `prepare` does, which Buck2 deletes before it runs the action)."""
+    full_env = {**os.environ, **env}
+    scratch = env.get("BUCK_SCRATCH_PATH")
+    if scratch:
+        os.makedirs(cwd / scratch, exist_ok=True)
+    if "TMPDIR" in env:
+        os.makedirs(env["TMPDIR"], exist_ok=True)
+    proc = subprocess.Popen(
+        argv, cwd=cwd, env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.stderr:
+        proc.stderr.close()
+    if proc.returncode != 0:
+        return None
+    return usage.ru_utime + usage.ru_stime
+
+
+def backend_command(opt: Action, cwd: Path) -> list[str]:
+    """The bare clang backend an opt action runs (`dist-lto opt --print-command`)."""
+    argv = list(opt.argv)
+    split = argv.index("--")
+    printed = subprocess.run(
+        [*argv[:split], "--print-command", *argv[split:]],
+        cwd=cwd, env={**os.environ, **opt.env}, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return shlex.split(printed.stdout.strip().splitlines()[-1])
+
+
+@dataclass(frozen=True, slots=True)
+class Gap:
+    """One build's figures (seconds)."""
+
+    cpu: dict[str, float]
+    """CPU of the build's link actions, by category; `backends` is the bare clang
+    backends' of its opt actions."""
+    unmeasured: tuple[str, ...]
+    """Categories with an action that failed when run again (left out of `cpu`)."""
+    actions: int
+    after_command_mean: float
+    """Mean seconds an action spent in Buck2 after its command ended."""
+    opt_idle_per_action: float | None
+    """Slot-seconds not in an opt command over the opt actions' span, per opt action."""
+    biggest: str
+    biggest_secs: float
+    biggest_start: float | None
+    """When the longest backend's command started, after the last compile ended."""
+    first_backend_start: float | None
+
+
+def opt_idle(opts: list[Action], slots: int) -> float | None:
+    """Slot-seconds the opt actions' span left without an opt command, per action."""
+    ran = [a for a in opts if a.command_start is not None]
+    if not ran:
+        return None
+    start = min(a.command_start for a in ran if a.command_start is not None)
+    end = max(a.command_start + a.command_secs for a in ran if a.command_start is not None)
+    return (slots * (end - start) - sum(a.command_secs for a in ran)) / len(ran)
+
+
+def measure(
+    events: str, what_ran: str, project: Path, link_categories: tuple[str, ...], slots: int
+) -> Gap:
+    """The figures of one build whose outputs are still in `project`'s buck-out, run
+    with `slots` local slots."""
+    ran = actions(events, what_ran)
+    cpu: dict[str, float] = collections.defaultdict(float)
+    unmeasured = set()
+    for action in ran:
+        runs = []
+        if action.category in link_categories:
+            runs.append((action.category, list(action.argv)))
+        if action.category == "thin_lto_opt":  # our `dist-lto opt` command line
+            runs.append(("backends", backend_command(action, project)))
+        for category, argv in runs:
+            spent = cpu_seconds(argv, action.env, project)
+            if spent is None:
+                unmeasured.add(category)
+            else:
+                cpu[category] += spent
+    compiles = [a.span_end for a in ran if a.category in COMPILE_CATEGORIES]
+    last_compile = max(compiles) if compiles else None
+    opts = [a for a in ran if a.category in OPT_CATEGORIES]
+    biggest = max(opts, key=lambda a: a.command_secs, default=None)
+
+    def after_compiles(start: float | None) -> float | None:
+        if start is None or last_compile is None:
+            return None
+        return start - last_compile
+
+    first = min((a.command_start for a in opts if a.command_start), default=None)
+    after = [
+        a.span_end - a.command_start - a.command_secs for a in ran if a.command_start is not None
+    ]
+    return Gap(
+        cpu={k: v for k, v in cpu.items() if k not in unmeasured},
+        unmeasured=tuple(sorted(unmeasured)),
+        actions=len(ran),
+        after_command_mean=statistics.mean(after) if after else 0.0,
+        opt_idle_per_action=opt_idle(opts, slots),
+        biggest=biggest.identifier if biggest else "",
+        biggest_secs=biggest.command_secs if biggest else 0.0,
+        biggest_start=after_compiles(biggest.command_start) if biggest else None,
+        first_backend_start=after_compiles(first),
+    )
+
+
+def describe(gap: Gap, baseline: Gap | None) -> list[str]:
+    """Lines for one build against its in-process twin's."""
+    total = sum(v for k, v in gap.cpu.items() if k != "backends")
+    parts = ", ".join(f"{k} {v:.2f}" for k, v in sorted(gap.cpu.items()))
+    missing = f" (not measured: {', '.join(gap.unmeasured)})" if gap.unmeasured else ""
+    lines = [f"cpu s of the link actions: {parts}; total {total:.2f}{missing}"]
+    if baseline is not None:
+        base = sum(v for k, v in baseline.cpu.items() if k != "backends")
+        if base:
+            lines.append(f"link cpu / in-process link cpu: {total / base:.3f}")
+            if "backends" in gap.cpu:
+                lines.append(
+                    f"backends cpu / in-process link cpu: {gap.cpu['backends'] / base:.3f}"
+                )
+    idle = gap.opt_idle_per_action
+    lines.append(
+        f"actions {gap.actions}, {gap.after_command_mean * 1e3:.1f} ms each after its command;"
+        f" slots idle over the opt span: "
+        + ("?" if idle is None else f"{idle * 1e3:.1f} ms per opt action")
+    )
+    if gap.biggest:
+
+        def at(t: float | None) -> str:
+            return "?" if t is None else f"{t:+.2f} s"
+
+        lines.append(
+            f"longest backend {gap.biggest} ({gap.biggest_secs:.2f} s) started at"
+            f" {at(gap.biggest_start)} from the last compile's end; the first backend at"
+            f" {at(gap.first_backend_start)}"
+        )
+    return lines
