@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from dist_lto import __version__
-from dist_lto.commands.cache import human_size, parse_age
+from dist_lto.commands.cache import human_size
 from dist_lto.distribute import cache_key, result_cache
 from support.tools import REPO, Llvm, run_cli
 
@@ -124,7 +124,7 @@ def test_prune_by_age_then_by_size(tmp_path: Path, llvm: Llvm, dist_lto_cmd: lis
 
 @pytest.mark.parametrize(
     ("args", "message"),
-    [(["--max-age=3 days"], "prune: not an age: '3 days'"),
+    [(["--max-age=3 days"], "prune: not a duration: '3 days'"),
      (["--max-size=lots"], "prune: not a size: 'lots'")],
 )  # fmt: skip
 def test_prune_needs_a_limit_it_understands(args: list[str], message: str, tmp_path: Path) -> None:
@@ -158,12 +158,6 @@ def test_a_torn_usage_line_is_skipped_not_fatal(tmp_path: Path) -> None:
 
 def test_the_tools_version_is_part_of_every_result_cache_key() -> None:
     assert cache_key.KEY_SCHEME.endswith(b"\0" + __version__.encode() + b"\0")
-
-
-@pytest.mark.parametrize(("text", "seconds"), [("90", 90), ("90m", 5400), ("12h", 43200),
-                                               ("30d", 2592000), ("2w", 1209600)])  # fmt: skip
-def test_ages_take_the_usual_units(text: str, seconds: int) -> None:
-    assert parse_age(text) == seconds
 
 
 def test_a_long_usage_log_is_summed_into_one_line_by_prune(tmp_path: Path) -> None:

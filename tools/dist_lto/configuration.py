@@ -60,6 +60,8 @@ REMOTE = (
     Source("credential_helper", "--credential-helper", "DIST_LTO_CREDENTIAL_HELPER",
            "remote.credential_helper"),
     Source("remote_timeout", "--remote-timeout", "DIST_LTO_REMOTE_TIMEOUT", "remote.timeout"),
+    Source("remote_action_timeout", "--remote-action-timeout", "DIST_LTO_REMOTE_ACTION_TIMEOUT",
+           "remote.action_timeout"),
     Source("remote_header", "--remote-header", "", "remote.headers", "list"),
     Source("platform", "--platform", "DIST_LTO_REMOTE_PLATFORM", "remote.platform", "list"),
 )  # fmt: skip

@@ -19,6 +19,7 @@ from dist_lto.distribute.result_cache import (
     parse_size,
     read_sums,
 )
+from dist_lto.durations import parse_duration
 from dist_lto.errors import BadInput
 
 PROG = "dist-lto cache"
@@ -33,18 +34,6 @@ $XDG_CACHE_HOME/dist-lto or ~/.cache/dist-lto; the limit from DIST_LTO_CACHE_MAX
 else cache.max_size, else 2G (docs/configuration.md). Hits and misses are counted by
 every link that uses the cache (one line appended to v2/usage per link). Exit status:
 0; 2 for bad input (an unknown key, a bad size, a bad configuration)."""
-
-_AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
-def parse_age(text: str) -> float:
-    """`3600`, `90m`, `12h`, `30d`, `2w` -> seconds; ValueError otherwise."""
-    number, unit = text, "s"
-    if text and text[-1].lower() in _AGE_UNITS:
-        number, unit = text[:-1], text[-1].lower()
-    if not (number.isascii() and number.isdigit()):
-        raise ValueError(f"not an age: {text!r} (use seconds or an s, m, h, d, w suffix)")
-    return int(number) * _AGE_UNITS[unit]
 
 
 def human_size(size: int) -> str:
@@ -117,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     prune.add_argument(
         "--max-age",
         metavar="AGE",
-        help="delete entries unused for longer (seconds, or an s/m/h/d/w suffix)",
+        help="delete entries unused for longer (seconds, or a ms/s/m/h/d/w suffix)",
     )
     actions.add_parser("clear", parents=[common], help="delete every entry and the counts")
     actions.add_parser(
@@ -251,7 +240,7 @@ def _prune(cache: ResultCache, place: Place, max_size: str | None, max_age: str 
         elif max_age is not None:
             cache.max_size = 1 << 62
         if max_age is not None:
-            age = parse_age(max_age)
+            age = parse_duration(max_age)
             limit = f"--max-age {max_age}" + (f", {limit}" if max_size is not None else "")
     except ValueError as err:
         raise BadInput(f"prune: {err}") from None

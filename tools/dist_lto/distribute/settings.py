@@ -25,9 +25,9 @@ class Options:
 
     __slots__ = (
         "cache_dir", "cache_max_size", "credential_helper", "instance", "job_file", "jobs",
-        "no_cache", "no_fork_server", "platform", "quiet", "remote", "remote_ca",
-        "remote_cache", "remote_client_cert", "remote_client_key", "remote_header",
-        "remote_timeout", "trace", "verbose",
+        "no_cache", "no_fork_server", "platform", "quiet", "remote", "remote_action_timeout",
+        "remote_ca", "remote_cache", "remote_client_cert", "remote_client_key",
+        "remote_header", "remote_timeout", "trace", "verbose",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -39,6 +39,7 @@ class Options:
         self.remote_client_key: str | None = None
         self.credential_helper: str | None = None
         self.remote_timeout: str | None = None
+        self.remote_action_timeout: str | None = None
         self.remote_header: list[str] = []
         self.platform: list[str] | None = None
         self.job_file = ""
@@ -172,6 +173,7 @@ def remote_settings(opts: Options, origin: dict[str, str]) -> RemoteSettings | N
                 ("remote_client_key", "--remote-client-key"),
                 ("credential_helper", "--credential-helper"),
                 ("remote_timeout", "--remote-timeout"),
+                ("remote_action_timeout", "--remote-action-timeout"),
             )
             if getattr(opts, attr) not in (None, []) and attr not in origin
         ]  # fmt: skip
@@ -190,6 +192,7 @@ def remote_settings(opts: Options, origin: dict[str, str]) -> RemoteSettings | N
         client_key=opts.remote_client_key,
         credential_helper=opts.credential_helper,
         timeout=opts.remote_timeout,
+        action_timeout=opts.remote_action_timeout,
         cache_only=opts.remote is None,
         origin=origin,
     )
