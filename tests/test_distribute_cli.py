@@ -59,7 +59,7 @@ def test_a_bad_command_line_is_a_usage_error(argv: list[str], message: str, tmp_
 VALUES = st.text("abc0123./-=", min_size=0, max_size=6)
 VALUE_OPTIONS = ["--jobs", "-j", "--cache-dir", "--cache-max-size", "--trace", "--remote",
                  "--remote-cache", "--instance", "--remote-instance-name",
-                 "--remote-timeout"]  # fmt: skip
+                 "--remote-timeout", "--remote-action-timeout"]  # fmt: skip
 OPTION = st.one_of(
     st.tuples(st.sampled_from(VALUE_OPTIONS), VALUES),
     st.tuples(st.sampled_from(["--no-cache", "--verbose", "-v", "--quiet", "-q"])),

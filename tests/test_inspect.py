@@ -37,14 +37,8 @@ def test_summary_of_the_captured_link_counts_inputs_backends_and_imports(capture
     assert "backends: 3" in lines
     assert "imports per backend: min 0, median 1, p95 2, max 2" in lines
     most = lines.index("most-imported modules (imported by how many backends, top 10):")
-    assert lines[most + 1].split() == [
-        "2",
-        "prep/util/objects/util.o",
-        "(archive",
-        "0",
-        "member",
-        "0)",
-    ]
+    assert lines[most + 1].split() == ["2", "libutil.a(util.o)"]
+    assert lines[most + 2].split() == ["1", "libtext.a(text.o)"]
     longest = next(i for i, x in enumerate(lines) if x.startswith("longest backends"))
     # main.o reads itself plus util.o and text.o: the three files' sizes.
     main_input = sum(
@@ -76,7 +70,7 @@ def test_svg_is_well_formed_with_one_circle_per_module_and_one_path_per_edge(
     assert len(root.findall(f"{SVG}circle")) == 3
     assert len(root.findall(f"{SVG}path")) == 3
     labels = sorted(t.text or "" for t in root.findall(f"{SVG}text"))
-    assert "obj/main.o" in labels and "thin/text.o" in labels
+    assert "obj/main.o" in labels and "libtext.a(text.o)" in labels
 
 
 def _synthetic_link(n: int) -> model.Link:
@@ -98,7 +92,7 @@ def test_longest_backend_is_the_one_reading_the_most_bytes() -> None:
     link = _synthetic_link(10)
     summary = text.summary(link, top=1)
     # object 6 imports 7, 8, 9: 106 + 107 + 108 + 109 bytes, the most of any.
-    assert "       430 B  obj/6.o (object 6, 3 imports)\n" in summary
+    assert "       430 B  obj/6.o (3 imports)\n" in summary
 
 
 @settings(max_examples=examples(200), deadline=None)
@@ -170,7 +164,8 @@ def test_focused_dot_holds_the_modules_importers_and_imports_only(captured: Path
     # columns (both sides of text.o), so it is left out.
     assert _dot_edges(captured / "g.dot") == {("o0", "a1m0"), ("a1m0", "a0m0")}
     assert (
-        'a1m0 [label="thin/text.o", shape=ellipse, style=bold];' in (captured / "g.dot").read_text()
+        'a1m0 [label="libtext.a(text.o)", shape=ellipse, style=bold];'
+        in (captured / "g.dot").read_text()
     )
 
 
@@ -179,6 +174,30 @@ def test_focus_on_an_unknown_module_is_bad_input(captured: Path) -> None:
     assert result.returncode == 2
     assert result.stderr == "dist-lto inspect: error: meta.json: no module 'nope.o' in this link\n"
     assert not (captured / "g.dot").exists()
+
+
+@pytest.mark.parametrize(
+    ("asked", "suggested"),
+    [("libutil.a(utl.o)", "libutil.a(util.o)"),
+     ("prep/util/objects/utill.o", "prep/util/objects/util.o"),
+     ("obj/mian.o", "obj/main.o")],
+)  # fmt: skip
+def test_focus_on_a_misspelt_module_suggests_the_closest_names(
+    captured: Path, asked: str, suggested: str
+) -> None:
+    result = run_cli(["inspect", "meta.json", "--focus", asked], cwd=captured)
+    assert result.returncode == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"dist-lto inspect: error: meta.json: no module {asked!r} in this")
+    assert suggested in line.split("did you mean ")[1].split(", ")[0:3]
+
+
+def test_focus_takes_a_members_archive_name_or_its_path(captured: Path) -> None:
+    for i, name in enumerate(("libutil.a(util.o)", "prep/util/objects/util.o")):
+        done = run_cli(["inspect", "meta.json", "--focus", name, "--dot", f"{i}.dot"],
+                       cwd=captured)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    assert (captured / "0.dot").read_text() == (captured / "1.dot").read_text()
 
 
 def test_depth_below_one_is_a_usage_error(captured: Path) -> None:
@@ -266,12 +285,10 @@ def test_html_report_is_self_contained_with_every_section(captured: Path) -> Non
     assert [h.split(" (")[0] for h in page.headings] == [
         "Most-imported modules", "Top importers", "Fan-out and fan-in",
         "Biggest backends by input size", "Never-loaded members",
-        "Neighbourhood of prep/util/objects/util.o", "Final link arguments",
+        "Neighbourhood of libutil.a(util.o)", "Final link arguments",
     ]  # fmt: skip
     assert page.svgs == 3  # two distributions and the neighbourhood
-    assert (
-        "<li><code>prep/util/objects/unused.o</code></li>" in (captured / "report.html").read_text()
-    )
+    assert "<li><code>libutil.a(unused.o)</code></li>" in (captured / "report.html").read_text()
 
 
 # ---------------------------------------------------------------------------------
@@ -311,7 +328,7 @@ def test_report_of_a_10000_module_link_reads_in_a_real_browser(
     assert page.outside == []
     # Rankings and one neighbourhood, never the whole graph: the page stays small.
     assert page.rows < 200
-    most = re.search(r"^ +(\d+)  (\S+) ", done.stdout.split("most-imported modules")[1], re.M)
+    most = re.search(r"^ +(\d+)  (\S+)$", done.stdout.split("most-imported modules")[1], re.M)
     assert most is not None
     assert f"Neighbourhood of {most[2]}" in page.headings
     assert f"… {int(most[1]) - drawing.COLUMN_LIMIT} more" in (tmp_path / "report.html").read_text()

@@ -404,9 +404,11 @@ def test_an_action_over_its_timeout_fails_at_once_naming_the_timeout(
 ) -> None:
     build = workloads.build("lua", tmp_path / "b")
     link = link_remote(engine, build, tmp_path / "cache", fresh_instance(),
-                       ["--remote-timeout=0.05"])  # fmt: skip
+                       ["--remote-action-timeout=50ms"])  # fmt: skip
     assert link.proc.returncode != 0
     (line,) = link.lines("error: job ")
-    assert "ran longer than its timeout (0.05 s, --remote-timeout): DEADLINE_EXCEEDED" in line
+    assert (
+        "ran longer than its timeout (0.05 s, --remote-action-timeout): DEADLINE_EXCEEDED" in line
+    )
     assert "attempts" not in line  # the worker ran it that long: no other try
     assert leftovers(build.root) == []

@@ -203,7 +203,7 @@ def test_help_documents_the_remote_options() -> None:
     for option in ("--remote URL", "--remote-cache URL", "--instance NAME", "--remote-header K=V",
                    "--platform K=V", "--remote-ca PEM", "--remote-client-cert PEM",
                    "--remote-client-key PEM", "--credential-helper PROGRAM",
-                   "--remote-timeout SECONDS"):  # fmt: skip
+                   "--remote-timeout DURATION", "--remote-action-timeout DURATION"):  # fmt: skip
         assert option in proc.stdout
 
 

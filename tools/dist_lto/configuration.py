@@ -34,10 +34,16 @@ class Source:
         self.kind = kind
 
 
-LOCAL = (
-    Source("jobs", "--jobs", "DIST_LTO_JOBS", "jobs"),
+CACHE = (
     Source("cache_dir", "--cache-dir", "DIST_LTO_CACHE_DIR", "cache.dir"),
     Source("cache_max_size", "--cache-max-size", "DIST_LTO_CACHE_MAX_SIZE", "cache.max_size"),
+)
+"""Where the result cache is and how big it may grow: read alike by the commands that
+fill it and by `dist-lto cache`, so all of them look at the same directory."""
+
+LOCAL = (
+    Source("jobs", "--jobs", "DIST_LTO_JOBS", "jobs"),
+    *CACHE,
     Source("no_cache", "--no-cache", "DIST_LTO_NO_CACHE", "cache.disabled", "bool"),
 )
 """Settings of every command that runs backends here (`distribute`, `link`)."""
@@ -54,6 +60,8 @@ REMOTE = (
     Source("credential_helper", "--credential-helper", "DIST_LTO_CREDENTIAL_HELPER",
            "remote.credential_helper"),
     Source("remote_timeout", "--remote-timeout", "DIST_LTO_REMOTE_TIMEOUT", "remote.timeout"),
+    Source("remote_action_timeout", "--remote-action-timeout", "DIST_LTO_REMOTE_ACTION_TIMEOUT",
+           "remote.action_timeout"),
     Source("remote_header", "--remote-header", "", "remote.headers", "list"),
     Source("platform", "--platform", "DIST_LTO_REMOTE_PLATFORM", "remote.platform", "list"),
 )  # fmt: skip

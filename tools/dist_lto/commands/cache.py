@@ -19,6 +19,7 @@ from dist_lto.distribute.result_cache import (
     parse_size,
     read_sums,
 )
+from dist_lto.durations import parse_duration
 from dist_lto.errors import BadInput
 
 PROG = "dist-lto cache"
@@ -27,21 +28,12 @@ Look at and trim the result cache that `dist-lto distribute` (and `dist-lto link
 keep: one entry per backend job, keyed by the compiler, its arguments and the contents
 of its inputs (docs/distribute.md). Safe while links run: entries vanish whole."""
 EPILOG = """\
-The directory is --cache-dir, else $XDG_CACHE_HOME/dist-lto, else ~/.cache/dist-lto.
-Hits and misses are counted by every link that uses the cache (one line appended to
-v2/usage per link). Exit status: 0; 2 for bad input (an unknown key, a bad size)."""
-
-_AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
-def parse_age(text: str) -> float:
-    """`3600`, `90m`, `12h`, `30d`, `2w` -> seconds; ValueError otherwise."""
-    number, unit = text, "s"
-    if text and text[-1].lower() in _AGE_UNITS:
-        number, unit = text[:-1], text[-1].lower()
-    if not (number.isascii() and number.isdigit()):
-        raise ValueError(f"not an age: {text!r} (use seconds or an s, m, h, d, w suffix)")
-    return int(number) * _AGE_UNITS[unit]
+The directory and the size limit are read as `distribute` and `link` read them:
+--cache-dir, else DIST_LTO_CACHE_DIR, else the configuration file's cache.dir, else
+$XDG_CACHE_HOME/dist-lto or ~/.cache/dist-lto; the limit from DIST_LTO_CACHE_MAX_SIZE,
+else cache.max_size, else 2G (docs/configuration.md). Hits and misses are counted by
+every link that uses the cache (one line appended to v2/usage per link). Exit status:
+0; 2 for bad input (an unknown key, a bad size, a bad configuration)."""
 
 
 def human_size(size: int) -> str:
@@ -57,8 +49,30 @@ def _when(seconds: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seconds))
 
 
+class Place:
+    """The cache's directory and size limit, each with where it came from."""
+
+    __slots__ = ("directory", "directory_from", "max_size", "max_size_from")
+
+    def __init__(self, opts: argparse.Namespace) -> None:
+        from dist_lto import configuration
+        from dist_lto.distribute.settings import cache_max_size
+
+        opts.cache_max_size = None
+        origin = configuration.fill(opts, configuration.CACHE)
+        self.directory = opts.cache_dir or default_cache_dir()
+        self.directory_from = origin.get("cache_dir", "--cache-dir" if opts.cache_dir else "")
+        self.max_size = cache_max_size(opts.cache_max_size, origin)
+        self.max_size_from = origin.get("cache_max_size", "")
+
+
+def _from(origin: str) -> str:
+    return origin or "default"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    where = "the cache (default: $XDG_CACHE_HOME/dist-lto, else ~/.cache/dist-lto)"
+    where = "the cache (default: DIST_LTO_CACHE_DIR, the configuration file's cache.dir,"
+    where += " else $XDG_CACHE_HOME/dist-lto or ~/.cache/dist-lto)"
     common = argparse.ArgumentParser(add_help=False)
     # Before or after ACTION; SUPPRESS keeps an action's default from hiding the first.
     common.add_argument("--cache-dir", metavar="DIR", default=argparse.SUPPRESS, help=where)
@@ -86,14 +100,18 @@ def build_parser() -> argparse.ArgumentParser:
     prune.add_argument(
         "--max-size",
         metavar="SIZE",
-        help="delete least recently used entries until the rest fit (bytes, or K/M/G/T)",
+        help="delete least recently used entries until the rest fit (bytes, or K/M/G/T;"
+        " default: the configured limit, as links prune to)",
     )
     prune.add_argument(
         "--max-age",
         metavar="AGE",
-        help="delete entries unused for longer (seconds, or an s/m/h/d/w suffix)",
+        help="delete entries unused for longer (seconds, or a ms/s/m/h/d/w suffix)",
     )
     actions.add_parser("clear", parents=[common], help="delete every entry and the counts")
+    actions.add_parser(
+        "zero", parents=[common], help="set the links, hits, misses and stores to zero"
+    )
     return parser
 
 
@@ -109,29 +127,37 @@ def main(argv: list[str]) -> int:
 
 def _main(argv: list[str]) -> int:
     opts = build_parser().parse_args(argv)
-    cache = ResultCache(opts.cache_dir or default_cache_dir())
+    place = Place(opts)
+    cache = ResultCache(place.directory, place.max_size)
     if opts.action == "stats":
-        return _stats(cache, opts.json)
+        return _stats(cache, place, opts.json)
     if opts.action == "list":
         return _list(cache, opts.json)
     if opts.action == "show":
         return _show(cache, opts.key)
     if opts.action == "prune":
-        return _prune(cache, opts.max_size, opts.max_age)
+        return _prune(cache, place, opts.max_size, opts.max_age)
+    if opts.action == "zero":
+        cache.zero_usage()
+        print(f"counts set to zero in {cache.root}")
+        return 0
     removed = cache.clear()
     print(f"removed {removed} entries from {cache.root}")
     return 0
 
 
-def _stats(cache: ResultCache, as_json: bool) -> int:
+def _stats(cache: ResultCache, place: Place, as_json: bool) -> int:
     entries = cache.listing()
     usage = cache.usage()
     size = sum(entry.size for entry in entries)
     asked = usage.hits + usage.misses
     doc = {
         "directory": cache.root,
+        "directory_from": _from(place.directory_from),
         "entries": len(entries),
         "size": size,
+        "max_size": place.max_size,
+        "max_size_from": _from(place.max_size_from),
         "links": usage.links,
         "hits": usage.hits,
         "misses": usage.misses,
@@ -143,10 +169,12 @@ def _stats(cache: ResultCache, as_json: bool) -> int:
         sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
         return 0
     rate = f" ({100 * usage.hits / asked:.1f}% of lookups)" if asked else ""
+    used = f" ({100 * size / place.max_size:.0f}% of the limit)" if place.max_size else ""
     lines = [
-        ("directory", cache.root),
+        ("directory", f"{cache.root}  ({_from(place.directory_from)})"),
         ("entries", str(len(entries))),
-        ("size", human_size(size)),
+        ("size", f"{human_size(size)}{used}"),
+        ("size limit", f"{human_size(place.max_size)}  ({_from(place.max_size_from)})"),
         ("links", str(usage.links)),
         ("hits", f"{usage.hits}{rate}"),
         ("misses", str(usage.misses)),
@@ -201,23 +229,25 @@ def _show(cache: ResultCache, prefix: str) -> int:
     return 0
 
 
-def _prune(cache: ResultCache, max_size: str | None, max_age: str | None) -> int:
-    if max_size is None and max_age is None:
-        raise BadInput("prune: give --max-size, --max-age or both")
+def _prune(cache: ResultCache, place: Place, max_size: str | None, max_age: str | None) -> int:
+    """To --max-size and --max-age; with neither, to the configured limit."""
     age = None
+    limit = f"the limit {human_size(place.max_size)} ({_from(place.max_size_from)})"
     try:
         if max_size is not None:
             cache.max_size = parse_size(max_size)
-        else:
+            limit = f"--max-size {human_size(cache.max_size)}"
+        elif max_age is not None:
             cache.max_size = 1 << 62
         if max_age is not None:
-            age = parse_age(max_age)
+            age = parse_duration(max_age)
+            limit = f"--max-age {max_age}" + (f", {limit}" if max_size is not None else "")
     except ValueError as err:
         raise BadInput(f"prune: {err}") from None
     removed = cache.prune(max_age=age)
     left = cache.listing()
     print(
-        f"pruned {removed} entries; {len(left)} left,"
+        f"pruned {removed} entries to {limit}; {len(left)} left,"
         f" {human_size(sum(e.size for e in left))}, in {cache.root}"
     )
     return 0

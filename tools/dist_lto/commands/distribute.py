@@ -30,7 +30,8 @@ USAGE = (
     "                           [--remote-ca PEM] [--remote-client-cert PEM\n"
     "                            --remote-client-key PEM] [--credential-helper PROGRAM]\n"
     "                           [--remote-header K=V]... [--platform K=V]...\n"
-    "                           [--remote-timeout SECONDS] JOB_FILE"
+    "                           [--remote-timeout DURATION]\n"
+    "                           [--remote-action-timeout DURATION] JOB_FILE"
 )
 DESCRIPTION = """\
 A distributor for LLD's distributed ThinLTO (DTLTO). LLD runs it with the job file it
@@ -78,6 +79,7 @@ _VALUE_OPTIONS = {
     "--remote-client-key": "remote_client_key",
     "--credential-helper": "credential_helper",
     "--remote-timeout": "remote_timeout",
+    "--remote-action-timeout": "remote_action_timeout",
     "--jobs": "jobs",
     "-j": "jobs",
     "--cache-dir": "cache_dir",
@@ -173,8 +175,15 @@ def build_parser() -> "argparse.ArgumentParser":
     )
     remote.add_argument(
         "--remote-timeout",
-        metavar="SECONDS",
-        help="longest time one action may run on a worker (default: the engine's)",
+        metavar="DURATION",
+        help="deadline of each remote call, transfers included, as Bazel's --remote_timeout"
+        " (seconds, or a ms/s/m/h suffix: 60s, 5m; default: 60s)",
+    )
+    remote.add_argument(
+        "--remote-action-timeout",
+        metavar="DURATION",
+        help="longest time one action may run on a worker (the Action's timeout;"
+        " default: the engine's)",
     )
     parser.add_argument(
         "job_file",

@@ -1,4 +1,5 @@
-"""`dist-lto inspect`: what a planned link looks like, from its meta file and plans.
+"""`dist-lto inspect`: what a link looks like, from a meta file and its plans or from
+the job file LLD gave its distributor, and, with a trace, where its time went.
 
 Answers the questions one asks before distributing a link: how many backends, how much
 each imports, which modules everyone imports (a change to them reruns most backends),
@@ -15,6 +16,7 @@ import sys
 from dist_lto.fsutil import write_atomic
 from dist_lto.output_paths import refuse_overlaps
 from dist_lto.report import drawing, html, model, text
+from dist_lto.report.timeline import read_trace
 
 
 def _default_focus(link: model.Link) -> model.Key | None:
@@ -30,15 +32,27 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="dist-lto inspect",
         description=(
-            "Summarise a planned link: objects (bitcode vs native), archives and members"
+            "Summarise a link: objects (bitcode vs native), archives and members"
             " (used, native, never loaded), imports per backend (min/median/p95/max), the"
-            " most-imported modules and the longest backends by input size. Reads META and"
-            " the plans it declares (written by `dist-lto plan`)."
+            " most-imported modules and the longest backends by input size. Reads a meta"
+            " file and the plans it declares (written by `dist-lto plan`, or by Buck2), or"
+            " the DTLTO job file LLD wrote for its distributor (kept with -Wl,--save-temps:"
+            " <output>.<pid>.dist-file.json). With --trace, also the longest backends as"
+            " they ran and the critical path."
         ),
-        epilog="exit status: 0 success, 2 bad input (missing or malformed meta or plan,"
-        " unknown --focus module)",
+        epilog="Archive members are named libfoo.a(bar.o); --focus takes that name or the"
+        " path. exit status: 0 success, 2 bad input (missing or malformed meta, plan, job"
+        " file or trace, unknown --focus module: the closest names are suggested)",
     )
-    parser.add_argument("meta", metavar="META", help="the meta file of a planned link")
+    parser.add_argument(
+        "meta", metavar="META|JOB_FILE",
+        help="the meta file of a planned link, or a DTLTO job file",
+    )  # fmt: skip
+    parser.add_argument(
+        "--trace", metavar="FILE",
+        help="a trace of this link from `dist-lto distribute --trace` or `dist-lto link"
+        " --trace`: add the longest backends and the critical path",
+    )  # fmt: skip
     parser.add_argument(
         "--top", type=int, default=10, metavar="N",
         help="how many modules and archives to list (default 10)",
@@ -74,12 +88,15 @@ def main(argv: list[str]) -> int:
         parser.error("--depth must be at least 1")
     refuse_overlaps(
         [(f"--{name}", getattr(args, name)) for name in ("dot", "svg", "html")],
-        [("the meta file", args.meta)],
+        [("the meta file", args.meta), ("the trace", args.trace)],
     )
     link = model.load(args.meta)
+    timeline = read_trace(args.trace) if args.trace else None
     focus = link.find(args.focus) if args.focus else None
     around = model.neighbourhood(link, focus, args.depth) if focus is not None else None
     sys.stdout.write(text.summary(link, args.top))
+    if timeline is not None:
+        sys.stdout.write(text.time_summary(link, timeline, args.top))
     if args.dot:
         write_atomic(args.dot, drawing.dot(link, around).encode())
     if args.svg:
@@ -88,5 +105,5 @@ def main(argv: list[str]) -> int:
     if args.html:
         if around is None and (start := _default_focus(link)) is not None:
             around = model.neighbourhood(link, start, args.depth)
-        write_atomic(args.html, html.report(link, args.top, around).encode())
+        write_atomic(args.html, html.report(link, args.top, around, timeline).encode())
     return 0

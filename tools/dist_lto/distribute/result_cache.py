@@ -235,6 +235,11 @@ class ResultCache:
         finally:
             os.close(fd)
 
+    def zero_usage(self) -> None:
+        """Start the counts again from zero: the log goes, and the next link that
+        records its use starts a new one."""
+        remove_quietly(os.path.join(self.root, LAYOUT, USAGE))
+
     def usage(self) -> "Usage":
         """The links, hits, misses and stores the usage log counts."""
         return _read_usage(os.path.join(self.root, LAYOUT, USAGE))

@@ -165,7 +165,7 @@ def _fork_server_library(files: JobFile, settings: Settings, reporter: Reporter)
             reporter.note(f"no fork server: {reason}")
         return None
     try:
-        return library(files.args[0], settings.tools_dir)
+        return library(files.args[0], settings.fork_server_dir)
     except DistLtoError as err:
         reporter.note(f"warning: no fork server: {err.message}")
         return None

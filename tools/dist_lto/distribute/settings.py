@@ -25,9 +25,9 @@ class Options:
 
     __slots__ = (
         "cache_dir", "cache_max_size", "credential_helper", "instance", "job_file", "jobs",
-        "no_cache", "no_fork_server", "platform", "quiet", "remote", "remote_ca",
-        "remote_cache", "remote_client_cert", "remote_client_key", "remote_header",
-        "remote_timeout", "trace", "verbose",
+        "no_cache", "no_fork_server", "platform", "quiet", "remote", "remote_action_timeout",
+        "remote_ca", "remote_cache", "remote_client_cert", "remote_client_key",
+        "remote_header", "remote_timeout", "trace", "verbose",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -39,6 +39,7 @@ class Options:
         self.remote_client_key: str | None = None
         self.credential_helper: str | None = None
         self.remote_timeout: str | None = None
+        self.remote_action_timeout: str | None = None
         self.remote_header: list[str] = []
         self.platform: list[str] | None = None
         self.job_file = ""
@@ -111,13 +112,13 @@ def add_report_options(parser: argparse.ArgumentParser) -> None:
 class Settings:
     """Checked options."""
 
-    __slots__ = ("cache_dir", "cache_max_size", "fork_server", "jobs", "quiet", "remote",
-                 "tools_dir", "trace", "verbose")  # fmt: skip
+    __slots__ = ("cache_dir", "cache_max_size", "fork_server", "fork_server_dir", "jobs",
+                 "quiet", "remote", "tools_dir", "trace", "verbose")  # fmt: skip
 
     def __init__(self, opts: Options, *, remote: bool = True) -> None:
         """`remote`: whether remote settings apply (`dist-lto link` has none)."""
         from dist_lto import configuration
-        from dist_lto.distribute.result_cache import DEFAULT_MAX_SIZE, default_cache_dir, parse_size
+        from dist_lto.distribute.result_cache import default_cache_dir
 
         sources = configuration.LOCAL + (configuration.REMOTE if remote else ())
         origin = configuration.fill(opts, sources)
@@ -131,21 +132,30 @@ class Settings:
             self.jobs = int(opts.jobs)
         self.cache_dir = None if opts.no_cache else (opts.cache_dir or default_cache_dir())
         self.tools_dir = default_cache_dir()
-        """Where what belongs to this machine's tools is kept (the fork server's library,
-        remembered compiler identities): per user, whatever --cache-dir says, since a
-        shared cache directory may be another machine's, and a new one must not cost
-        every compiler's identity again."""
+        """Where remembered compiler identities are kept: per user, whatever --cache-dir
+        says, since a new cache directory must not cost every compiler's identity again."""
+        self.fork_server_dir = opts.cache_dir or default_cache_dir()
+        """Where the fork server's library is built: the configured cache directory (with
+        --no-cache too), so a user who moved the cache finds nothing new in ~/.cache. Its
+        name carries the machine and C library, so a shared directory is safe."""
         self.fork_server = not opts.no_fork_server and not executes
-        self.cache_max_size = DEFAULT_MAX_SIZE
-        if opts.cache_max_size is not None:
-            try:
-                self.cache_max_size = parse_size(opts.cache_max_size)
-            except ValueError as err:
-                where = origin.get("cache_max_size", "--cache-max-size")
-                raise BadInput(f"{where}: {err}") from None
+        self.cache_max_size = cache_max_size(opts.cache_max_size, origin)
         self.verbose = opts.verbose
         self.quiet = opts.quiet
         self.trace = opts.trace
+
+
+def cache_max_size(value: str | None, origin: dict[str, str]) -> int:
+    """The result cache's size limit in bytes: `value` (--cache-max-size or where
+    `origin` says it came from), else the default; BadInput naming its origin."""
+    from dist_lto.distribute.result_cache import DEFAULT_MAX_SIZE, parse_size
+
+    if value is None:
+        return DEFAULT_MAX_SIZE
+    try:
+        return parse_size(value)
+    except ValueError as err:
+        raise BadInput(f"{origin.get('cache_max_size', '--cache-max-size')}: {err}") from None
 
 
 def remote_settings(opts: Options, origin: dict[str, str]) -> RemoteSettings | None:
@@ -163,6 +173,7 @@ def remote_settings(opts: Options, origin: dict[str, str]) -> RemoteSettings | N
                 ("remote_client_key", "--remote-client-key"),
                 ("credential_helper", "--credential-helper"),
                 ("remote_timeout", "--remote-timeout"),
+                ("remote_action_timeout", "--remote-action-timeout"),
             )
             if getattr(opts, attr) not in (None, []) and attr not in origin
         ]  # fmt: skip
@@ -181,6 +192,7 @@ def remote_settings(opts: Options, origin: dict[str, str]) -> RemoteSettings | N
         client_key=opts.remote_client_key,
         credential_helper=opts.credential_helper,
         timeout=opts.remote_timeout,
+        action_timeout=opts.remote_action_timeout,
         cache_only=opts.remote is None,
         origin=origin,
     )

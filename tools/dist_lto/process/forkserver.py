@@ -68,17 +68,22 @@ def _glibc() -> bool:
     `__libc_start_main`, which other C libraries (musl) do not call the same way. Asked of
     `confstr`, which costs no import (`platform.libc_ver` would load `platform` and read
     the interpreter's binary)."""
+    return _libc_version().startswith("glibc")
+
+
+def _libc_version() -> str:
     try:
-        return (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
+        return os.confstr("CS_GNU_LIBC_VERSION") or ""
     except (ValueError, OSError):
-        return False
+        return ""
 
 
 def library(compiler: str, root: str) -> str:
     """The preload library under `root`, built with `compiler` if it is not there yet.
 
-    Named after the hash of its source and the machine, so a changed source or another
-    architecture gets its own; written through a temporary and a rename, so links
+    Named after the hash of its source, the machine and the C library, so a changed
+    source, another architecture or another glibc (a cache directory shared between
+    machines) gets its own; written through a temporary and a rename, so links
     building it at once each see a complete one. DistLtoError if it cannot be built.
     """
     import hashlib
@@ -86,7 +91,8 @@ def library(compiler: str, root: str) -> str:
     try:
         with open(SOURCE, "rb") as f:
             source = f.read()
-        digest = hashlib.sha256(source + b"\0" + os.uname().machine.encode()).hexdigest()[:24]
+        host = f"{os.uname().machine}\0{_libc_version()}".encode()
+        digest = hashlib.sha256(source + b"\0" + host).hexdigest()[:24]
         path = os.path.join(root, "forkserver", f"forkserver-{digest}.so")
         if os.path.exists(path):
             return path

@@ -9,6 +9,7 @@ from collections import Counter
 from xml.sax.saxutils import escape
 
 from dist_lto.report.model import Key, Link, Neighbourhood
+from dist_lto.report.timeline import Timeline
 
 
 def _node_id(key: Key) -> str:
@@ -202,5 +203,51 @@ def bars_svg(rows: list[tuple[str, int]], what: str) -> str:
             f'<rect x="78" y="{y}" width="{length:.1f}" height="15" fill="{OBJECT_COLOUR}"/>'
             f'<text x="{82 + length:.1f}" y="{y + 12}">{count}</text>'
         )
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+SLICE_COLOUR = "#9db4d6"
+CRITICAL_COLOUR = "#d1495b"
+"""The critical path's slices, drawn over the others' colour so that the chain stands out."""
+
+
+def timeline_svg(timeline: Timeline, names: dict[str, str]) -> str:
+    """One row per thread (workers, and the final link's), a bar per job from its start
+    to its end, the critical path in its own colour; `names` shows a module by the name
+    a reader knows it by."""
+    critical = {(s.thread, s.start, s.name) for s in timeline.critical_path()}
+    slices = [*timeline.jobs, *([timeline.final_link] if timeline.final_link else [])]
+    threads = sorted({s.thread for s in slices})
+    row = {thread: i for i, thread in enumerate(threads)}
+    width, left, lane = 1000, 90, 18
+    scale = (width - left - 10) / max(timeline.wall, 1)
+    height = 30 + lane * len(threads)
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}"'
+        f' viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11"'
+        ' class="timeline">',
+        f"<title>{escape(f'jobs over time, {timeline.wall / 1e6:.2f} s wall')}</title>",
+    ]
+    for thread in threads:
+        y = 5 + lane * row[thread]
+        name = timeline.threads.get(thread, f"thread {thread}")
+        out.append(f'<text x="{left - 6}" y="{y + 12}" text-anchor="end">{escape(name)}</text>')
+    for s in sorted(slices, key=lambda s: (s.thread, s.start)):
+        on_path = (s.thread, s.start, s.name) in critical
+        x, w = left + s.start * scale, max(s.duration * scale, 1.0)
+        colour = CRITICAL_COLOUR if on_path else SLICE_COLOUR
+        label = f"{names.get(s.name, s.name)}: {s.duration / 1e6:.3f} s, {s.outcome}"
+        y = 5 + lane * row[s.thread]
+        out.append(
+            f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{lane - 4}" fill="{colour}"'
+            f' stroke="#fff" stroke-width="0.5"><title>{escape(label)}</title></rect>'
+        )
+    axis = 12 + lane * len(threads)
+    out.append(f'<text x="{left}" y="{axis + 10}">0 s</text>')
+    out.append(
+        f'<text x="{width - 10}" y="{axis + 10}" text-anchor="end">'
+        f"{timeline.wall / 1e6:.2f} s</text>"
+    )
     out.append("</svg>")
     return "\n".join(out) + "\n"

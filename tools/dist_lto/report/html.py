@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections import Counter
 from html import escape
 
-from dist_lto.report.drawing import bars_svg, neighbourhood_svg
+from dist_lto.report.drawing import bars_svg, neighbourhood_svg, timeline_svg
 from dist_lto.report.model import Key, Link, Neighbourhood, buckets, percentile
-from dist_lto.report.text import biggest_backends, human, most_imported
+from dist_lto.report.text import biggest_backends, human, most_imported, seconds, slice_names
+from dist_lto.report.timeline import Slice, Timeline
 
 LIST_LIMIT = 200
 """Never-loaded members listed by name; beyond this they are counted per archive."""
@@ -37,7 +38,8 @@ def _stats(values: list[int]) -> str:
 
 def _module_cell(link: Link, key: Key) -> str:
     m = link.modules[key]
-    return f"<td><code>{escape(m.name)}</code></td><td>{escape(m.label)}</td>"
+    where = m.label if m.path == m.name else f"{m.label}: {m.path}"
+    return f"<td><code>{escape(m.name)}</code></td><td>{escape(where)}</td>"
 
 
 def _table(head: list[str], rows: list[str]) -> str:
@@ -47,8 +49,40 @@ def _table(head: list[str], rows: list[str]) -> str:
     return f"<table><tr>{cells}</tr>{''.join(f'<tr>{r}</tr>' for r in rows)}</table>"
 
 
-def report(link: Link, top: int, around: Neighbourhood | None) -> str:
-    """The whole page; `around` is the neighbourhood to draw (None: a link without imports)."""
+def _time_section(link: Link, timeline: Timeline, top: int) -> list[str]:
+    """Where the time went: the jobs over time, the longest backends, the critical path."""
+    names = slice_names(link, timeline)
+    path = timeline.critical_path()
+
+    def row(piece: Slice, *first: str) -> str:
+        where = timeline.threads.get(piece.thread, f"thread {piece.thread}")
+        cells = "".join(f'<td class="n">{escape(c)}</td>' for c in first)
+        return (
+            f'{cells}<td class="n">{escape(seconds(piece.duration))}</td>'
+            f"<td><code>{escape(names.get(piece.name, piece.name))}</code></td>"
+            f"<td>{escape(piece.outcome)}</td><td>{escape(where)}</td>"
+        )
+
+    return [
+        f"<h2>Where the time went (<code>{escape(timeline.path)}</code>)</h2>",
+        f"<p>{len(timeline.jobs)} backends, {escape(seconds(timeline.wall))} wall. The"
+        " critical path (red) is the chain of jobs, each waiting for the one before it on"
+        " its worker, that decided when the link ended.</p>",
+        f'<div class="graph">{timeline_svg(timeline, names)}</div>',
+        f"<h2>Longest backends (top {top})</h2>",
+        _table(["time", "module", "outcome", "worker"],
+               [row(piece) for piece in timeline.longest(top)]),
+        f"<h2>Critical path ({len(path)} slices)</h2>",
+        _table(["start", "time", "module", "outcome", "worker"],
+               [row(piece, seconds(piece.start)) for piece in path]),
+    ]  # fmt: skip
+
+
+def report(
+    link: Link, top: int, around: Neighbourhood | None, timeline: Timeline | None = None
+) -> str:
+    """The whole page; `around` is the neighbourhood to draw (None: a link without
+    imports); `timeline`, a trace of the link, adds where its time went."""
     modules = link.modules
     backends = link.backends()
     fan_out = [len(modules[k].imports) for k in backends]
@@ -62,7 +96,7 @@ def report(link: Link, top: int, around: Neighbourhood | None) -> str:
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>dist-lto inspect: {escape(link.meta)}</title>",
         f"<style>{_STYLE}</style></head><body>",
-        f"<h1>Planned link <code>{escape(link.meta)}</code></h1>",
+        f"<h1>{escape(link.kind.capitalize())} <code>{escape(link.meta)}</code></h1>",
         '<table class="facts">',
         f'<tr><td>modules</td><td class="n">{len(modules)}</td></tr>',
         f'<tr><td>objects</td><td class="n">{len(modules) - members}</td></tr>',
@@ -73,6 +107,9 @@ def report(link: Link, top: int, around: Neighbourhood | None) -> str:
         f'<tr><td>import edges</td><td class="n">{sum(fan_out)}</td></tr>',
         "</table>",
     ]
+
+    if timeline is not None:
+        parts += _time_section(link, timeline, top)
 
     parts.append(f"<h2>Most-imported modules (top {top})</h2>")
     parts.append(
@@ -152,7 +189,11 @@ def report(link: Link, top: int, around: Neighbourhood | None) -> str:
             f'<div class="graph">{neighbourhood_svg(link, around)}</div>'
         )
 
-    parts.append("<h2>Final link arguments</h2>")
-    parts.append(f"<p><code>{escape(link.final_link_args)}</code></p>")
+    if link.final_link_args is not None:
+        parts.append("<h2>Final link arguments</h2>")
+        parts.append(f"<p><code>{escape(link.final_link_args)}</code></p>")
+    if link.linker_output is not None:
+        parts.append("<h2>Linker output</h2>")
+        parts.append(f"<p><code>{escape(link.linker_output)}</code></p>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

@@ -1,14 +1,22 @@
-"""A planned link as an import graph: every module, what each backend imports, and the
-questions asked of it (who imports a module, how far a module's neighbourhood reaches)."""
+"""A link as an import graph: every module, what each backend imports, and the
+questions asked of it (who imports a module, how far a module's neighbourhood reaches).
+
+Read from a planned link (a meta file and its plans, `dist-lto plan`'s or Buck2's) or
+from the DTLTO job file LLD handed its distributor (kept by `-Wl,--save-temps`), which
+needs no build system. Archive members are named as linkers name them,
+`libfoo.a(bar.o)`, whatever file holds their bytes."""
 
 from __future__ import annotations
 
 import math
 import os
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 
 from dist_lto.errors import BadInput
+from dist_lto.formats.jobfile import JobFile, parse_job_file
+from dist_lto.formats.jsonio import read_json
 from dist_lto.formats.manifest import read_manifest
 from dist_lto.formats.meta import read_meta
 from dist_lto.formats.planned_link import Key, read_planned_link
@@ -17,26 +25,35 @@ from dist_lto.formats.planned_link import Key, read_planned_link
 @dataclass
 class Module:
     name: str
+    """As a reader knows it: an object's path, an archive member as `libfoo.a(bar.o)`."""
     label: str
+    """Where it sits in the link (`object 1`, `archive 0 member 2`, `job 4`)."""
     size: int | None
     is_bitcode: bool
     backend: bool
     imports: list[Key] = field(default_factory=list)
+    path: str = ""
+    """The file as the plans or the job file spell it (default: `name`)."""
+    never_loaded: bool = False
+    """A bitcode archive member the link never pulled in (it gets no backend)."""
 
-    @property
-    def never_loaded(self) -> bool:
-        """A bitcode archive member the link never pulled in (it gets no backend)."""
-        return self.is_bitcode and not self.backend and self.label.startswith("archive")
+    def __post_init__(self) -> None:
+        self.path = self.path or self.name
 
 
 @dataclass
 class Link:
-    """A planned link as `inspect` sees it: every module, keyed by object or member."""
+    """A link as `inspect` sees it: every module, keyed by object or member."""
 
     meta: str
+    """The file it was read from (a meta file or a job file)."""
     modules: dict[Key, Module]
     archives: dict[int, tuple[str, Counter[str]]]
-    final_link_args: str
+    """By index: the archive (its manifest, or its path in a job file) and how many of
+    its members are `opt` (a backend), `native` or `unused` (never loaded)."""
+    final_link_args: str | None
+    kind: str = "planned link"
+    linker_output: str | None = None
 
     def backends(self) -> list[Key]:
         return sorted(k for k, m in self.modules.items() if m.backend)
@@ -59,10 +76,16 @@ class Link:
         return by_module
 
     def find(self, name: str) -> Key:
-        """The module spelled `name` (its path as the plans give it)."""
-        found = [k for k, m in self.modules.items() if m.name == name]
+        """The module called `name` (`libfoo.a(bar.o)`, or its path as the plans or the
+        job file give it); BadInput naming the closest names when there is none."""
+        found = [k for k, m in self.modules.items() if name in (m.name, m.path)]
         if not found:
-            raise BadInput(f"{self.meta}: no module {name!r} in this link")
+            import difflib
+
+            spellings = sorted({s for m in self.modules.values() for s in (m.name, m.path)})
+            close = difflib.get_close_matches(name, spellings, n=3, cutoff=0.6)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise BadInput(f"{self.meta}: no module {name!r} in this link{hint}")
         if len(found) > 1:
             raise BadInput(f"{self.meta}: {len(found)} modules are named {name!r}")
         return found[0]
@@ -75,31 +98,102 @@ def _size(path: str) -> int | None:
         return None
 
 
-def load(meta_path: str) -> Link:
+def load(path: str) -> Link:
+    """The link a meta file (with its plans) or a DTLTO job file describes."""
+    doc = read_json(path, "meta or DTLTO job file")
+    if isinstance(doc, dict) and "jobs" in doc and "common" in doc:
+        return _from_job_file(parse_job_file(doc, path))
+    return _from_meta(path)
+
+
+def member_name(archive: str, member: str) -> str:
+    """`libfoo.a(bar.o)`: how linkers and `nm` name an archive member."""
+    return f"{archive}({os.path.basename(member)})"
+
+
+def _from_meta(meta_path: str) -> Link:
     """Read the meta file and every plan it declares (checked against each other)."""
     planned = read_planned_link(read_meta(meta_path))
     sizes: dict[Key, int | None] = {}
+    names: dict[Key, str] = {}
     archives: dict[int, tuple[str, Counter[str]]] = {}
     for archive in planned.archives:
-        members = {m.position: m.size for m in read_manifest(archive.manifest).members}
+        manifest = read_manifest(archive.manifest)
+        members = {m.position: m for m in manifest.members}
         counts: Counter[str] = Counter()
         for key in archive.members:
-            sizes[key] = members.get(key[1])
+            if key[1] in members:
+                sizes[key] = members[key[1]].size
+                names[key] = member_name(manifest.archive, members[key[1]].name)
             member = planned.modules[key]
             counts["opt" if member.backend else "unused" if member.is_bitcode else "native"] += 1
         archives[archive.index] = (archive.manifest, counts)
     modules = {
         key: Module(
-            name=m.path,
+            name=names.get(key, m.path),
             label=f"object {key[1]}" if key[0] == -1 else f"archive {key[0]} member {key[1]}",
             size=sizes[key] if key in sizes else _size(m.path),
             is_bitcode=m.is_bitcode,
             backend=m.backend,
             imports=list(m.imports),
+            path=m.path,
+            never_loaded=key[0] >= 0 and m.is_bitcode and not m.backend,
         )
         for key, m in planned.modules.items()
     }
     return Link(meta_path, modules, archives, planned.final_link_args)
+
+
+LLD_MEMBER = re.compile(
+    r"^(?P<archive>.+)\((?P<member>[^()]+) at \d+\)(?:\.\d+\.[0-9A-Fa-f]+\.o)?$"
+)
+"""How LLD names an archive member it writes out for a DTLTO job:
+`DIR/libfoo.a(bar.o at OFFSET).TASK.PID.o` (its index step: without the suffix)."""
+
+
+def _from_job_file(files: JobFile) -> Link:
+    """A link from the job file LLD wrote for its distributor: each job's module is a
+    backend, `inputs[2:]` what it imports. Modules are keyed in the order they first
+    appear; members of one archive share its index. Sizes are read where the paths
+    lead from here, else from the job file's directory (LLD's, when it wrote it next to
+    the output), else unknown."""
+    keys: dict[str, Key] = {}
+    modules: dict[Key, Module] = {}
+    archives: dict[str, int] = {}
+    counts: dict[int, Counter[str]] = {}
+    taken: Counter[int] = Counter()
+    """Keys given so far per archive index (-1: objects)."""
+    base = os.path.dirname(files.path)
+
+    def key_of(path: str, label: str) -> Key:
+        if path in keys:
+            return keys[path]
+        found = LLD_MEMBER.match(path)
+        if found:
+            index = archives.setdefault(found["archive"], len(archives))
+            counts.setdefault(index, Counter())
+            name = member_name(found["archive"], found["member"])
+        else:
+            index, name = -1, path
+        key = (index, taken[index])
+        taken[index] += 1
+        size = _size(path)
+        if size is None and base and not os.path.isabs(path):
+            size = _size(os.path.join(base, path))
+        keys[path] = key
+        modules[key] = Module(name, label, size, True, False, path=path)
+        return key
+
+    for job in files.jobs:
+        modules[key_of(job.module, f"job {job.number}")].backend = True
+    for job in files.jobs:
+        imports = [key_of(path, "no job (LLD's cache)") for path in job.inputs[2:]]
+        modules[keys[job.module]].imports = imports
+    for key, module in modules.items():
+        if key[0] >= 0 and module.backend:
+            counts[key[0]]["opt"] += 1
+    archive_rows = {i: (name, counts[i]) for name, i in archives.items()}
+    return Link(files.path, modules, archive_rows, None, "DTLTO job file", files.linker_output)
 
 
 def percentile(sorted_values: list[int], fraction: float) -> int:

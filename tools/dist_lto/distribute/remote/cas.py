@@ -227,7 +227,7 @@ class Store:
                     self.connection.cas.FindMissingBlobs,
                     request,
                     metadata=self.connection.metadata(action_id),
-                    timeout=60,
+                    timeout=self.connection.settings.rpc_timeout,
                 ),
             )
             missing.extend(key(d) for d in response.missing_blob_digests)
@@ -246,7 +246,9 @@ class Store:
         response = self.connection.call(
             "BatchUpdateBlobs",
             lambda: self.connection.cas.BatchUpdateBlobs(
-                request, metadata=self.connection.metadata(action_id), timeout=120
+                request,
+                metadata=self.connection.metadata(action_id),
+                timeout=self.connection.settings.rpc_timeout,
             ),
         )
         for item in response.responses:
@@ -276,7 +278,9 @@ class Store:
         response = self.connection.call(
             "ByteStream.Write",
             lambda: self.connection.bytestream.Write(
-                requests(), metadata=self.connection.metadata(action_id), timeout=300
+                requests(),
+                metadata=self.connection.metadata(action_id),
+                timeout=self.connection.settings.rpc_timeout,
             ),
         )
         if response.committed_size not in (k[1], -1):
@@ -321,7 +325,9 @@ class Store:
         response = self.connection.call(
             "BatchReadBlobs",
             lambda: self.connection.cas.BatchReadBlobs(
-                request, metadata=self.connection.metadata(action_id), timeout=120
+                request,
+                metadata=self.connection.metadata(action_id),
+                timeout=self.connection.settings.rpc_timeout,
             ),
         )
         out: dict[tuple[str, int], bytes] = {}
@@ -343,7 +349,8 @@ class Store:
         def read() -> bytes:
             stream = self.connection.bytestream.Read(
                 bs_pb2.ReadRequest(resource_name=name),
-                metadata=self.connection.metadata(action_id), timeout=300,
+                metadata=self.connection.metadata(action_id),
+                timeout=self.connection.settings.rpc_timeout,
             )  # fmt: skip
             return b"".join(chunk.data for chunk in stream)
 

@@ -34,8 +34,6 @@ BuildBarn answers ABORTED/DEADLINE_EXCEEDED for actions of workers that went awa
 
 FIRST_PAUSE = 0.25
 """Seconds before the second try; doubled for each further one."""
-CALL_TIMEOUT = 120.0
-"""Seconds for one unary call (uploads of large batches included)."""
 MAX_MESSAGE = 64 * 1024 * 1024
 
 
@@ -173,7 +171,7 @@ class Connection:
             lambda: self.capabilities.GetCapabilities(
                 re_pb2.GetCapabilitiesRequest(instance_name=self.instance),
                 metadata=self.metadata(),
-                timeout=30,
+                timeout=self.settings.rpc_timeout,
             ),
         )
         functions = caps.cache_capabilities.digest_function

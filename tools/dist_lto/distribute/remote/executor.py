@@ -36,7 +36,9 @@ from dist_lto.formats.jobfile import Job, JobFile
 from dist_lto.fsutil import remove_output
 
 EXECUTE_TIMEOUT = 3600.0
-"""Seconds one Execute call may wait for its action (queueing included)."""
+"""Seconds one Execute call may wait for its action (queueing included): not the
+per-call deadline (`--remote-timeout`), which an action that queues or runs longer
+would exceed, as in Bazel; with `--remote-action-timeout`, that much longer."""
 
 EXECUTED = Status.REMOTE_EXECUTED
 REMOTE_CACHED = Status.REMOTE_CACHED
@@ -106,8 +108,8 @@ class RemoteExecutor(RemoteResults):
             input_root_digest=tree.root,
             platform=self.platform,
         )
-        if self.settings.timeout:
-            action.timeout.FromNanoseconds(int(self.settings.timeout * 1e9))
+        if self.settings.action_timeout:
+            action.timeout.FromNanoseconds(int(self.settings.action_timeout * 1e9))
         action_digest, action_data = message_blob(action)
         action_id = f"{action_digest.hash}/{action_digest.size_bytes}"
         blobs = {**tree.blobs, key(command_digest): command_data, key(action_digest): action_data}
@@ -179,7 +181,8 @@ class RemoteExecutor(RemoteResults):
             if status.code == code_pb2.DEADLINE_EXCEEDED and self._timed_out(response):
                 raise RemoteFailed(
                     f"{self.settings.address}: action {action_id} ran longer than its"
-                    f" timeout ({self.settings.timeout:g} s, --remote-timeout): {last}"
+                    f" timeout ({self.settings.action_timeout:g} s, --remote-action-timeout):"
+                    f" {last}"
                 )
             if status.code in _TRANSIENT_CODES:
                 continue
@@ -192,7 +195,7 @@ class RemoteExecutor(RemoteResults):
     def _timed_out(self, response: "re_pb2.ExecuteResponse") -> bool:
         """Whether a DEADLINE_EXCEEDED is the action's own timeout (a worker ran it that
         long) rather than a lost worker's, which is worth another try."""
-        if not self.settings.timeout:
+        if not self.settings.action_timeout:
             return False
         meta = response.result.execution_metadata
         if not meta.HasField("execution_start_timestamp"):
@@ -200,7 +203,7 @@ class RemoteExecutor(RemoteResults):
         ran = meta.execution_completed_timestamp.ToNanoseconds() - (
             meta.execution_start_timestamp.ToNanoseconds()
         )
-        return ran >= self.settings.timeout * 1e9
+        return ran >= self.settings.action_timeout * 1e9
 
     def _wait(self, request: "re_pb2.ExecuteRequest", action_id: str) -> "re_pb2.ExecuteResponse":
         """One Execute call: follow its operation stream until the operation is done."""
@@ -208,7 +211,9 @@ class RemoteExecutor(RemoteResults):
             if self._stopping:
                 raise RemoteFailed(f"{self.settings.address}: stopped")
             call = self.connection.execution.Execute(
-                request, metadata=self.connection.metadata(action_id), timeout=EXECUTE_TIMEOUT
+                request,
+                metadata=self.connection.metadata(action_id),
+                timeout=EXECUTE_TIMEOUT + self.settings.action_timeout,
             )
             self._calls.add(call)
         try:

@@ -57,7 +57,9 @@ class RemoteResults:
         def get() -> "re_pb2.ActionResult | None":
             try:
                 return self.connection.ac.GetActionResult(
-                    request, metadata=self.connection.metadata(action_id), timeout=60
+                    request,
+                    metadata=self.connection.metadata(action_id),
+                    timeout=self.connection.settings.rpc_timeout,
                 )
             except grpc.RpcError as err:
                 if err.code() is grpc.StatusCode.NOT_FOUND:
@@ -98,7 +100,9 @@ class RemoteResults:
             self.connection.call(
                 "UpdateActionResult",
                 lambda: self.connection.ac.UpdateActionResult(
-                    request, metadata=self.connection.metadata(action_id), timeout=60
+                    request,
+                    metadata=self.connection.metadata(action_id),
+                    timeout=self.connection.settings.rpc_timeout,
                 ),
             )
         except RemoteFailed:

@@ -1,5 +1,5 @@
 """What the remote options say, checked: the engine's address (`grpc://` or `grpcs://`),
-instance name, TLS files, headers, credential helper, platform, timeout and retries.
+instance name, TLS files, headers, credential helper, platform, timeouts and retries.
 
 Standard library only, so the options can be validated (and property-tested) without
 grpc installed. Header values are secrets: no message here ever repeats one.
@@ -15,6 +15,10 @@ DEFAULT_PLATFORM: tuple[tuple[str, str], ...] = (("OSFamily", "linux"), ("toolch
 (tests/support/buildbarn_config/common.libsonnet): Linux with LLVM 22 preinstalled at the
 path the job file names (/usr/lib/llvm-22/bin), so the compiler is referenced, not
 uploaded."""
+
+DEFAULT_RPC_TIMEOUT = 60.0
+"""Seconds one remote call may take (`--remote-timeout`), Bazel's `--remote_timeout`
+default."""
 
 DEFAULT_ATTEMPTS = 4
 """Tries per remote call that fails transiently (network, overloaded or lost worker)."""
@@ -45,8 +49,12 @@ class RemoteSettings:
     client_key: bytes = b""
     credential_helper: str = ""
     """A program speaking Bazel's credential-helper protocol (`docs/remote.md`)."""
-    timeout: float = 0.0
-    """Seconds one action may run on a worker (the Action's timeout); 0: the engine's."""
+    rpc_timeout: float = DEFAULT_RPC_TIMEOUT
+    """Seconds each remote call may take (`--remote-timeout`, its deadline), transfers
+    included; an Execute call waits for its action longer (executor.EXECUTE_TIMEOUT)."""
+    action_timeout: float = 0.0
+    """Seconds one action may run on a worker (the Action's timeout,
+    `--remote-action-timeout`); 0: the engine's."""
     cache_only: bool = False
     """Compile here; only the action cache and the CAS are remote (`--remote-cache`)."""
 
@@ -146,12 +154,15 @@ def _read_pem(path: str, where: str, marker: bytes) -> bytes:
 
 
 def parse_timeout(text: str, where: str = "--remote-timeout") -> float:
+    """A positive duration (`60`, `60s`, `5m`) in seconds; BadInput naming `where`."""
+    from dist_lto.durations import parse_duration
+
     try:
-        seconds = float(text)
-    except ValueError:
-        seconds = -1.0
+        seconds = parse_duration(text)
+    except ValueError as err:
+        raise BadInput(f"{where}: {err}") from None
     if not (0 < seconds < 1e9):
-        raise BadInput(f"{where}: expected a positive number of seconds, got {text!r}")
+        raise BadInput(f"{where}: expected a positive duration, got {text!r}")
     return seconds
 
 
@@ -176,6 +187,7 @@ def settings_from_options(
     client_key: str | None = None,
     credential_helper: str | None = None,
     timeout: str | None = None,
+    action_timeout: str | None = None,
     cache_only: bool = False,
     origin: dict[str, str] | None = None,
 ) -> RemoteSettings:
@@ -224,7 +236,10 @@ def settings_from_options(
             _program(credential_helper, where("credential_helper", "--credential-helper"))
             if credential_helper else ""
         ),
-        timeout=parse_timeout(timeout, where("remote_timeout", "--remote-timeout"))
-        if timeout else 0.0,
+        rpc_timeout=parse_timeout(timeout, where("remote_timeout", "--remote-timeout"))
+        if timeout else DEFAULT_RPC_TIMEOUT,
+        action_timeout=parse_timeout(
+            action_timeout, where("remote_action_timeout", "--remote-action-timeout")
+        ) if action_timeout else 0.0,
         cache_only=cache_only,
     )  # fmt: skip
