@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -35,6 +36,14 @@ def link(
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*dist_lto, "link", *options, "meta.json", "--", *command], cwd=root,
                           env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+
+
+def replan(dist_lto: list[str], root: Path, command: list[str], replay: bool = True) -> None:
+    """Plan the captured link for `command` (replaying its index step by default)."""
+    how = ["--replay"] if replay else []
+    done = subprocess.run([*dist_lto, "plan", *how, "meta.json", "--", *command], cwd=root,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
 
 
 def clang_link(llvm: Llvm, out: str = "app") -> list[str]:
@@ -133,8 +142,9 @@ def test_a_failing_backend_fails_the_link_before_the_final_link_runs(
 def test_a_failing_final_link_passes_its_status_through(
     captured: Path, llvm: Llvm, dist_lto_cmd: list[str]
 ) -> None:
-    done = link(dist_lto_cmd, captured, "--no-cache", "--quiet",
-                command=[*clang_link(llvm), "-Wl,--no-such-flag"])  # fmt: skip
+    command = [*clang_link(llvm), "-Wl,--no-such-flag"]
+    replan(dist_lto_cmd, captured, command)
+    done = link(dist_lto_cmd, captured, "--no-cache", "--quiet", command=command)
     assert done.returncode == 1
     assert "unknown argument '--no-such-flag'" in done.stderr
     assert done.stderr.splitlines()[-1].startswith("dist-lto link: error: the final link failed")
@@ -148,13 +158,38 @@ def test_plans_that_were_not_written_are_bad_input_and_nothing_runs(
     done = link(dist_lto_cmd, captured, "--no-cache", command=clang_link(llvm))
     assert done.returncode == 2
     (line,) = done.stderr.splitlines()
-    assert line.startswith("dist-lto link: error: out/link-plan.json: ")
+    assert line == (
+        "dist-lto link: error: out/link-plan.json: link plan missing: plan the link first,"
+        f" with `dist-lto plan meta.json -- {shlex.join(clang_link(llvm))}`"
+    )
     assert not (captured / "out/opt").exists()
+
+
+def test_a_link_command_other_than_the_planned_one_is_refused_naming_the_difference(
+    captured: Path, llvm: Llvm, dist_lto_cmd: list[str]
+) -> None:
+    planned = [llvm.clang, "-fuse-ld=lld", "-O2", "-o", "p2"]
+    replan(dist_lto_cmd, captured, planned, replay=False)
+    done = link(dist_lto_cmd, captured, "--no-cache",
+                command=[llvm.clang, "-fuse-ld=lld", "-O3", "-o", "p3"])  # fmt: skip
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(
+        "dist-lto link: error: out/link-plan.json: COMMAND is not the one the plans were made"
+        " from: `-O3` where the plan has `-O2`; `p3` where the plan has `p2`; "
+    )
+    assert not (captured / "out/opt").exists()
+    assert not (captured / "p3").exists()
+    same = link(dist_lto_cmd, captured, "--no-cache", command=["clang-22", *planned[1:]])
+    assert same.returncode == 0, same.stderr  # the same program, spelled as PATH finds it
+    run = subprocess.run(["./p2", *WORDS], cwd=captured, capture_output=True, text=True)
+    assert (run.returncode, run.stdout) == (0, _expected(WORDS))
 
 
 def test_a_linker_as_command_needs_the_backends_compiler(
     captured: Path, llvm: Llvm, dist_lto_cmd: list[str]
 ) -> None:
+    replan(dist_lto_cmd, captured, [llvm.lld, "-o", "app"])
     done = link(dist_lto_cmd, captured, "--no-cache", command=[llvm.lld, "-o", "app"])
     assert done.returncode == 2
     (line,) = done.stderr.splitlines()

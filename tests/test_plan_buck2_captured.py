@@ -49,7 +49,8 @@ def test_replaying_a_buck2_meta_file_writes_what_buck2s_plan_action_wrote(
     written = {path: (root / path).read_bytes() for path in outputs}
     for path in outputs:
         (root / path).unlink()
-    result = run_cli(["plan", "--replay", meta_path(root, name)], cwd=root)
+    command = orjson.loads(written[meta["link_plan_output"]])["command"]  # Buck2's driver
+    result = run_cli(["plan", "--replay", meta_path(root, name), "--", *command], cwd=root)
     assert result.returncode == 0, result.stderr
     assert {path: (root / path).read_bytes() for path in outputs} == written
 

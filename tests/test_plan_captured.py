@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import orjson
 from dist_lto.formats.plans import read_archive_plan, read_object_plan
 from support.tools import Llvm, run_cli
 
@@ -23,11 +24,12 @@ def files(root: Path) -> dict[str, bytes]:
 
 def test_replaying_the_captured_example_reproduces_its_committed_outputs(captured: Path) -> None:
     committed = files(captured / "out")
+    command = orjson.loads(committed["link-plan.json"])["command"]  # recorded by regenerate.sh
     for sub in ("plans", "archive-plans"):
         shutil.rmtree(captured / "out" / sub)
     (captured / "out/link-plan.json").unlink()
     (captured / "out/final-link.args").unlink()
-    result = run_cli(["plan", "--replay", "meta.json"], cwd=captured)
+    result = run_cli(["plan", "--replay", "meta.json", "--", *command], cwd=captured)
     assert result.returncode == 0, result.stderr
     assert files(captured / "out") == committed
 

@@ -184,10 +184,12 @@ def test_plan_readers_reject_mistyped_fields_with_pointers() -> None:
     with pytest.raises(BadInput, match=r"^l.json: /archives/0/opt_members: expected integer"):
         parse_link_plan(
             {
-                "version": 1,
+                "version": 2,
                 "bitcode_objects": [],
                 "native_objects": [],
                 "final_link_args": "f",
+                "command": None,
+                "declaration_imports": True,
                 "archives": [
                     {"index": 0, "opt_members": "1", "native_members": 0, "unused_members": 0}
                 ],

@@ -541,7 +541,8 @@ def test_replay_reproduces_the_plans_byte_for_byte(work: Path, llvm: Llvm) -> No
         work / "out/archive-plans/1.json",
     ]:
         p.unlink()
-    result = run_cli(["plan", "--replay", "meta.json"], cwd=work)
+    command = [llvm.clang, *LINK, "-o", "app"]  # what the link plan records
+    result = run_cli(["plan", "--replay", "meta.json", "--", *command], cwd=work)
     assert result.returncode == 0, result.stderr
     after = {p: p.read_bytes() for p in (work / "out").rglob("*") if p.is_file()}
     assert after == before

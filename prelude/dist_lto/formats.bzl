@@ -7,6 +7,7 @@
 
 META_VERSION = 1
 PLAN_VERSION = 1
+LINK_PLAN_VERSION = 2
 MANIFEST_VERSION = 1
 
 PREPARED_OBJECTS = "objects"
@@ -90,7 +91,7 @@ def read_archive_plan(artifacts, plan: Artifact) -> dict[str, typing.Any]:
 
 def read_link_plan(artifacts, plan: Artifact) -> dict[str, typing.Any]:
     """The link plan (`dist-lto plan`): which objects and archives the final link uses."""
-    return _read_versioned(artifacts, plan, "link plan", PLAN_VERSION)
+    return _read_versioned(artifacts, plan, "link plan", LINK_PLAN_VERSION)
 
 def read_manifest(artifacts, manifest: Artifact) -> dict[str, typing.Any]:
     """A prepared archive's manifest (`dist-lto prepare`)."""

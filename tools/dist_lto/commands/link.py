@@ -1,4 +1,4 @@
-"""`dist-lto link`: run a planned link without a build system.
+"""`dist-lto link`: run a planned link without a build system, or plan and run a link line.
 
 `dist-lto plan` writes, per link, what a build system schedules: one backend per loaded
 bitcode module and a final-link argument file (docs/plan.md). This command runs them:
@@ -6,7 +6,9 @@ it turns the plans into the jobs of a DTLTO job file (module, index, imported mo
 native object) and hands them to the distributor's session (`distribute/session.py`
 `run_jobs`: biggest module first, the strict runner of `backend.py`, the result cache,
 fork servers, the jobserver, progress, summary and trace), then runs the final link,
-`COMMAND @final-link.args`, as the planner's index step ran `COMMAND`.
+`COMMAND @final-link.args`, as the planner's index step ran `COMMAND`. Given a plain
+link line and `--out-dir`, it first prepares the archives, writes the meta file
+(`planning/from_command.py`) and plans.
 """
 
 import argparse
@@ -18,14 +20,17 @@ from dist_lto.distribute.session import run_jobs, write_trace
 from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.formats.jobfile import Job, JobFile
 from dist_lto.formats.meta import Meta, read_meta
-from dist_lto.formats.planned_link import read_planned_link
+from dist_lto.formats.planned_link import PlannedLink, read_planned_link
 from dist_lto.llvm.flags import translate
+from dist_lto.llvm.link_command import difference
 
 PROG = "dist-lto link"
 USAGE = (
     "dist-lto link [-h] [--jobs N] [--cache-dir DIR | --no-cache] [--cache-max-size SIZE]\n"
     "                     [--no-fork-server] [--verbose | --quiet] [--trace FILE]\n"
-    "                     [--compiler CLANG] [--no-lld-defaults] META -- COMMAND..."
+    "                     [--compiler CLANG] [--no-lld-defaults]\n"
+    "                     (META -- COMMAND... |\n"
+    "                      --out-dir DIR [--no-declaration-imports] -- LINK COMMAND...)"
 )
 DESCRIPTION = """\
 Run a link that `dist-lto plan META -- COMMAND...` planned, without Buck2: every
@@ -36,6 +41,16 @@ directory:
   dist-lto plan meta.json -- clang -fuse-ld=lld -O2 -o app
   dist-lto link meta.json -- clang -fuse-ld=lld -O2 -o app
 
+Or give the whole link line, inputs included, and a directory for everything else:
+
+  dist-lto link --out-dir app.lto -- clang -fuse-ld=lld -O2 main.o libfoo.a -lm -o app
+
+which prepares each archive (regular or thin, once however often the line names it),
+writes the meta file, plans (the index step) and links, every file it writes below DIR
+but the program itself (-o). --start-group/--end-group need not be dropped: LLD
+resolves archives wherever they stand, so the group flags are left out of the index
+step and the final link.
+
 Backends run as `dist-lto distribute` runs a job file's jobs: N at a time, biggest
 module first, each checked strictly (the module must be its index's primary module;
 clang's status passes through; an exit 0 without a complete ELF object fails; objects
@@ -44,9 +59,10 @@ make's job slots under `make -j`. Their flags are translated from COMMAND's as f
 `dist-lto opt`, so that the code equals in-process ThinLTO's. Output directories are
 created. The final link runs only when every backend succeeded."""
 EPILOG = """\
-Exit status: 0 success; 2 bad input (META, a plan, COMMAND's flags); a failing
-backend's or the final link's own status (128+N for signal N); 1 when a backend exits
-0 without a complete object; 128+N when stopped by signal N. See docs/distribute.md."""
+Exit status: 0 success; 2 bad input (META, a plan, COMMAND's flags, a COMMAND other
+than the one the plans were made from); a failing backend's, the index step's or the
+final link's own status (128+N for signal N); 1 when a backend exits 0 without a
+complete object; 128+N when stopped by signal N. See docs/link.md."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,11 +87,40 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="as for `dist-lto opt`: without -ffunction-sections -fdata-sections -faddrsig",
     )
-    parser.add_argument("meta", metavar="META", help="the meta file `dist-lto plan` read")
     parser.add_argument(
-        "command", nargs="+", metavar="COMMAND", help="after --: the link command, as for plan"
+        "--out-dir",
+        metavar="DIR",
+        help="plan and run the whole link line after --: prepared archives, the meta file,"
+        " the index, the plans and the optimised objects go below DIR",
+    )
+    parser.add_argument(
+        "--no-declaration-imports",
+        action="store_true",
+        help="with --out-dir: as for `dist-lto plan`, no -mllvm -import-declaration",
+    )
+    parser.add_argument(
+        "meta", nargs="?", metavar="META", help="the meta file `dist-lto plan` read"
     )
     return parser
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """The options before `--`, and the command after it as `command`."""
+    parser = build_parser()
+    own, command = (
+        (argv, []) if "--" not in argv else (argv[: argv.index("--")], argv[argv.index("--") + 1 :])
+    )
+    opts = parser.parse_args(own)
+    opts.command = command
+    if not command:
+        parser.error("the link command is required after `--`")
+    if opts.out_dir is None and opts.meta is None:
+        parser.error("give META (a planned link) or --out-dir DIR (a link line to plan)")
+    if opts.out_dir is not None and opts.meta is not None:
+        parser.error("give META or --out-dir, not both")
+    if opts.no_declaration_imports and opts.out_dir is None:
+        parser.error("--no-declaration-imports is for --out-dir; without it, give it to plan")
+    return opts
 
 
 def _settings(opts: argparse.Namespace) -> distribute_settings.Settings:
@@ -87,10 +132,10 @@ def _settings(opts: argparse.Namespace) -> distribute_settings.Settings:
     return distribute_settings.Settings(shared, remote=False)
 
 
-def _compiler(opts: argparse.Namespace) -> str:
+def _compiler(opts: argparse.Namespace, command: list[str]) -> str:
     if opts.compiler:
         return str(opts.compiler)
-    program = opts.command[0]
+    program = command[0]
     if os.path.basename(program).startswith("clang"):
         return str(program)
     raise BadInput(
@@ -119,16 +164,30 @@ def _flag_files(flags: list[str]) -> list[str]:
     return found
 
 
-def job_file(meta: Meta, opts: argparse.Namespace) -> JobFile:
+def _same_command(planned: PlannedLink, command: list[str]) -> None:
+    """The plans hold for the command they were made from: another one (other flags,
+    another output) would link backends of one link against the index of another."""
+    if planned.command is None:
+        return  # replayed without a command: nothing to compare with
+    changed = difference(planned.command, command)
+    if changed is not None:
+        raise BadInput(
+            f"{planned.meta.link_plan_output}: COMMAND is not the one the plans were made"
+            f" from: {changed}; plan again with this COMMAND, or link with the planned one"
+        )
+
+
+def job_file(meta: Meta, opts: argparse.Namespace, command: list[str]) -> JobFile:
     """The planned backends as a DTLTO job file's jobs."""
-    backend = translate(opts.command[1:], lld_defaults=not opts.no_lld_defaults, origin="COMMAND")
+    planned = read_planned_link(meta, command)
+    _same_command(planned, command)
+    backend = translate(command[1:], lld_defaults=not opts.no_lld_defaults, origin="COMMAND")
     if backend.split_dwarf:
         raise BadInput(
             "COMMAND asks for split DWARF (-gsplit-dwarf), which dist-lto link does not"
             " support: run the backends with `dist-lto opt --dwo`"
         )
-    common = [_compiler(opts), "-c", "-x", "ir", *backend.flags]
-    planned = read_planned_link(meta)
+    common = [_compiler(opts, command), "-c", "-x", "ir", *backend.flags]
     jobs: list[Job] = []
     for module in planned.modules.values():
         if module.index_file is None or module.output is None:
@@ -136,7 +195,7 @@ def job_file(meta: Meta, opts: argparse.Namespace) -> JobFile:
         args = [module.path, f"-fthinlto-index={module.index_file}", "-o", module.output]
         inputs = [module.path, module.index_file, *planned.import_paths(module)]
         jobs.append(Job(len(jobs), args, inputs, [module.output], 2))
-    name = _output_name(opts.command, meta)
+    name = _output_name(command, meta)
     return JobFile(meta.file, name, common, _flag_files(backend.flags), jobs)
 
 
@@ -166,11 +225,25 @@ def _final_link(command: list[str], args_file: str) -> None:
         )
 
 
+def _planned(opts: argparse.Namespace) -> tuple[str, list[str]]:
+    """The meta file and COMMAND to link: as given, or, with --out-dir, those of the link
+    line after it has been prepared and planned."""
+    if opts.out_dir is None:
+        return opts.meta, opts.command
+    from dist_lto.planning.from_command import write_meta
+    from dist_lto.planning.planner import plan
+
+    made = write_meta(opts.command, opts.out_dir)
+    plan(made.meta, made.command, replay=False, declaration_imports=not opts.no_declaration_imports)
+    return made.meta, made.command
+
+
 def main(argv: list[str]) -> int:
-    opts = build_parser().parse_args(argv)
+    opts = parse(argv)
     settings = _settings(opts)
-    meta = read_meta(opts.meta)
-    files = job_file(meta, opts)
+    meta_file, command = _planned(opts)
+    meta = read_meta(meta_file)
+    files = job_file(meta, opts, command)
     _make_output_dirs(files)
     reporter = Reporter(
         len(files.jobs),
@@ -188,7 +261,7 @@ def main(argv: list[str]) -> int:
     try:
         run_jobs(files, settings, reporter, trace)
         started = trace.now() if trace is not None else 0
-        _final_link(opts.command, meta.final_link_args_output)
+        _final_link(command, meta.final_link_args_output)
         if trace is not None:
             trace.name_thread(0, "link")
             trace.add(

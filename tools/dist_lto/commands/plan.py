@@ -30,6 +30,13 @@ def main(argv: list[str]) -> int:
         help="do not run the index step; read its outputs from the meta's index_dir",
     )
     parser.add_argument(
+        "--no-declaration-imports",
+        action="store_true",
+        help="run the index step without -mllvm -import-declaration (on by default: the"
+        " backends then address other modules' functions and data directly, as in-process"
+        " ThinLTO does; docs/plan.md); with --replay, say that the index step ran so",
+    )
+    parser.add_argument(
         "--jobs",
         type=int,
         default=0,
@@ -54,5 +61,11 @@ def main(argv: list[str]) -> int:
         parser.error("the index command is required after `--` (or use --replay)")
     if args.jobs < 0:
         parser.error("--jobs must be 0 (one per CPU) or more")
-    plan(args.meta, command, replay=args.replay, jobs=args.jobs)
+    plan(
+        args.meta,
+        command,
+        replay=args.replay,
+        jobs=args.jobs,
+        declaration_imports=not args.no_declaration_imports,
+    )
     return 0

@@ -52,6 +52,8 @@ class PlannedLink:
     """Objects in the meta's order, then each archive's members in position order."""
     archives: tuple[PlannedArchive, ...]
     final_link_args: str
+    command: list[str] | None
+    """The COMMAND the plans were made from (None: replayed without one)."""
 
     def import_paths(self, module: PlannedModule) -> list[str]:
         """The paths of the modules a backend imports, in the plan's order."""
@@ -70,10 +72,19 @@ def _keys(objects: list[int], members: list[list[int]]) -> tuple[Key, ...]:
     return tuple([(-1, i) for i in objects] + [(a, p) for a, p in members])
 
 
-def read_planned_link(meta: Meta) -> PlannedLink:
+def read_planned_link(meta: Meta, command: list[str] | None = None) -> PlannedLink:
     """Read every plan the meta names (BadInput for a missing, malformed or inconsistent
     one). The link plan is read first: the planner writes it last, so its presence
-    means the planner's run completed."""
+    means the planner's run completed; when it is missing, the message says what to run
+    (with `command`, the link command, when the caller has it)."""
+    if not os.path.lexists(meta.link_plan_output):
+        import shlex
+
+        how = shlex.join(command) if command else "COMMAND"
+        raise BadInput(
+            f"{meta.link_plan_output}: link plan missing: plan the link first, with"
+            f" `dist-lto plan {shlex.quote(meta.file)} -- {how}`"
+        )
     link_plan = read_link_plan(meta.link_plan_output)
     modules: dict[Key, PlannedModule] = {}
     for obj in meta.objects():
@@ -126,7 +137,9 @@ def read_planned_link(meta: Meta) -> PlannedLink:
     for module in modules.values():
         if module.backend:
             _check_imports(module, modules)
-    return PlannedLink(meta, modules, tuple(archives), link_plan["final_link_args"])
+    return PlannedLink(
+        meta, modules, tuple(archives), link_plan["final_link_args"], link_plan["command"]
+    )
 
 
 def _check_imports(module: PlannedModule, modules: dict[Key, PlannedModule]) -> None:

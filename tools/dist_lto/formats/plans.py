@@ -1,4 +1,4 @@
-"""The planner's outputs: object, archive and link plans (version 1).
+"""The planner's outputs: object and archive plans (version 1), the link plan (version 2).
 
 Each shape is a TypedDict so that the hot path (100,000 object plans) builds plain
 dicts for orjson while the fields stay typed and documented in one place; readers
@@ -13,6 +13,8 @@ from typing import Any, TypedDict
 from dist_lto.formats.jsonio import Fields, read_json
 
 PLAN_VERSION = 1
+LINK_PLAN_VERSION = 2
+"""Version 2 records what the plan was made from (`command`, `declaration_imports`)."""
 
 
 class ObjectPlan(TypedDict):
@@ -73,6 +75,11 @@ class LinkPlan(TypedDict):
     native_objects: list[int]
     archives: list[ArchiveSummary]
     final_link_args: str
+    command: list[str] | None
+    """The COMMAND the plan was made from (null: replayed without one)."""
+    declaration_imports: bool
+    """Whether the index step imports declarations (`dist-lto plan
+    --no-declaration-imports`; replaying, what the options say)."""
 
 
 _OBJECT_PLAN_KEYS = set(ObjectPlan.__annotations__)
@@ -151,11 +158,16 @@ def parse_archive_plan(doc: object, file: str) -> ArchivePlan:
 
 def parse_link_plan(doc: object, file: str) -> LinkPlan:
     f = Fields(file)
-    obj = f.version(doc, PLAN_VERSION)
+    obj = f.version(doc, LINK_PLAN_VERSION)
     f.only_keys(obj, _LINK_PLAN_KEYS, "")
     _ints(f, obj, "bitcode_objects", "")
     _ints(f, obj, "native_objects", "")
     f.get(obj, "final_link_args", str, "")
+    if "command" not in obj:  # required, null allowed
+        f.fail("/command", "missing required field")
+    if obj["command"] is not None:
+        f.strings(obj, "command", "")
+    f.get(obj, "declaration_imports", bool, "")
     for i, item in enumerate(f.get(obj, "archives", list, "")):
         pointer = f"/archives/{i}"
         summary = f.expect(item, dict, pointer)

@@ -134,6 +134,12 @@ _LLD_SEPARATE = frozenset({
 _LLD_SHORT_SEPARATE = frozenset("lLmozeRThyuGFbfO") | {"dT"}
 """Single-dash LLD options whose value may be the next argument (`-o x` as well as `-ox`)."""
 
+DRIVER_SEPARATE = _DRIVER_PAIRS_DROPPED | _DRIVER_PAIRS_KEPT | {"-Xlinker"}
+"""Driver flags whose value is the next argument, for a walk over a whole link line
+(`llvm/link_command.py`): the value is never an input."""
+LLD_SEPARATE = _LLD_SEPARATE
+LLD_SHORT_SEPARATE = _LLD_SHORT_SEPARATE
+
 _LLD_DROPPED_LTO = (
     # Index step, cache and distribution: decided before any backend runs.
     "thinlto-cache-dir=", "thinlto-cache-policy", "thinlto-emit-imports-files",

@@ -81,15 +81,17 @@ class Layout:
         staging = posixpath.join(self.index_dir, STAGING_NAME)
         return Layout(staging, staging + self.prefix[len(root) :])
 
-    def flags(self, raw_linker: bool) -> list[str]:
+    def flags(self, raw_linker: bool, declaration_imports: bool = True) -> list[str]:
         flags = [
             f"--thinlto-index-only={self.list_file}",
             "--thinlto-emit-imports-files",
             f"--thinlto-prefix-replace=;{self.prefix}",
         ]
+        declarations = list(DECLARATION_IMPORTS) if declaration_imports else []
         if raw_linker:
-            return [*flags, *DECLARATION_IMPORTS]
-        return ["-Wl," + f for f in flags] + ["-Wl," + ",".join(DECLARATION_IMPORTS)]
+            return [*flags, *declarations]
+        wrapped = ["-Wl," + f for f in flags]
+        return wrapped + (["-Wl," + ",".join(declarations)] if declarations else [])
 
 
 def is_raw_linker(command: list[str]) -> bool:
@@ -101,8 +103,11 @@ def is_bitcode_file(path: str) -> bool:
     return is_bitcode(read_input(path, "object", 4))
 
 
-def run(command: list[str], line: list[str], layout: Layout) -> None:
-    """Run the index step: `command @index.args` plus the index-only flags.
+def run(
+    command: list[str], line: list[str], layout: Layout, declaration_imports: bool = True
+) -> None:
+    """Run the index step: `command @index.args` plus the index-only flags (and
+    `DECLARATION_IMPORTS` unless `declaration_imports` is False).
 
     LLD writes its files in place and not atomically, so it writes them into a staging
     directory; they are moved into place only after it succeeded, and the list last. A
@@ -115,7 +120,11 @@ def run(command: list[str], line: list[str], layout: Layout) -> None:
     shutil.rmtree(staging.index_dir, ignore_errors=True)  # what a killed step left
     os.makedirs(staging.index_dir)
     write_atomic(layout.args_file, response_file(line))
-    argv = [*command, "@" + layout.args_file, *staging.flags(is_raw_linker(command))]
+    argv = [
+        *command,
+        "@" + layout.args_file,
+        *staging.flags(is_raw_linker(command), declaration_imports),
+    ]
     try:
         try:
             proc = subprocess.run(argv, capture_output=True)

@@ -55,6 +55,35 @@ def whole_archives(meta: Meta) -> dict[int, bool]:
     return result
 
 
+GROUP_WORDS = frozenset({"--start-group", "-start-group", "--end-group", "-end-group", "-(", "-)"})
+"""LLD's group flags. LLD resolves symbols against every archive wherever it stands on the
+line, so a group changes nothing but `--warn-backrefs` reports; and LLD refuses
+`--start-lib` inside a group, which is how both link lines give archive members."""
+
+
+def without_groups(args: Iterable[str]) -> list[str]:
+    """`args` without group flags, bare, after `-Xlinker`, or among a `-Wl,` list's."""
+    out: list[str] = []
+    it = iter(args)
+    for arg in it:
+        if arg.startswith("-Wl,"):
+            words = arg[4:].split(",")
+            kept = [w for w in words if w not in GROUP_WORDS]
+            if len(kept) == len(words):
+                out.append(arg)
+            elif any(kept):
+                out.append("-Wl," + ",".join(kept))
+        elif arg == "-Xlinker":
+            value = next(it, None)
+            if value is None:
+                out.append(arg)
+            elif value not in GROUP_WORDS:
+                out += [arg, value]
+        elif arg not in GROUP_WORDS:
+            out.append(arg)
+    return out
+
+
 def lib(paths: list[str], raw_linker: bool) -> list[str]:
     """`paths` as lazy objects, like an archive's members."""
     if not paths:
@@ -69,18 +98,19 @@ def render(
     object_arg: Callable[[ObjectInput], str],
     archive_args: Callable[[ArchiveInput], list[str]],
 ) -> list[str]:
-    """The link line's inputs: each group's pre flags, linkables and post flags, in order."""
+    """The link line's inputs: each group's pre flags, linkables and post flags, in order,
+    without group flags (`without_groups`), so archives may stand between them."""
     line: list[str] = []
     for group in meta.groups:
-        line += group.pre_flags
+        line += without_groups(group.pre_flags)
         for item in group.linkables:
             if type(item) is ObjectInput:
                 line.append(object_arg(item))
             elif type(item) is ArchiveInput:
                 line += archive_args(item)
             else:
-                line += item.args  # type: ignore[union-attr]
-        line += group.post_flags
+                line += without_groups(item.args)  # type: ignore[union-attr]
+        line += without_groups(group.post_flags)
     return line
 
 

@@ -21,6 +21,7 @@ from dist_lto.formats.jsonio import dumps
 from dist_lto.formats.manifest import Member, read_manifest
 from dist_lto.formats.meta import ArchiveInput, Meta, ObjectInput, read_meta
 from dist_lto.formats.plans import (
+    LINK_PLAN_VERSION,
     PLAN_VERSION,
     ArchivePlan,
     ArchiveSummary,
@@ -49,8 +50,14 @@ _NO_IMPORTS: tuple[list[int], list[int], list[tuple[int, int]]] = ([], [], [])
 
 
 class Planner:
-    def __init__(self, meta: Meta) -> None:
+    def __init__(
+        self, meta: Meta, command: list[str] | None = None, declaration_imports: bool = True
+    ) -> None:
         self.meta = meta
+        self.command = command
+        """The COMMAND the plans are made from (None: replayed without one)."""
+        self.declaration_imports = declaration_imports
+        """Whether the index step imports declarations (`index_step.DECLARATION_IMPORTS`)."""
         self.objects = meta.objects()
         self.modules: dict[str, Module] = {}
         self.object_modules: dict[int, Module] = {}
@@ -197,7 +204,8 @@ class Planner:
 
     def run_index(self, command: list[str]) -> None:
         try:
-            index_step.run(command, self.index_line(index_step.is_raw_linker(command)), self.layout)
+            line = self.index_line(index_step.is_raw_linker(command))
+            index_step.run(command, line, self.layout, self.declaration_imports)
         except DistLtoError:
             for module in self.modules.values():
                 if module.index_src and module.index_src == module.index_dst:
@@ -364,11 +372,13 @@ class Planner:
             )
         modules = self.object_modules
         return {
-            "version": PLAN_VERSION,
+            "version": LINK_PLAN_VERSION,
             "bitcode_objects": sorted(i for i, m in modules.items() if m.loaded),
             "native_objects": sorted(i for i, m in modules.items() if not m.loaded),
             "archives": summaries,
             "final_link_args": self.meta.final_link_args_output,
+            "command": self.command,
+            "declaration_imports": self.declaration_imports,
         }
 
     def move_index_files(self) -> None:
@@ -459,8 +469,16 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def plan(meta_path: str, command: list[str], *, replay: bool, jobs: int = 0) -> None:
-    """Plan the link described by `meta_path`; run `command` as the index step unless replaying.
+def plan(
+    meta_path: str,
+    command: list[str],
+    *,
+    replay: bool,
+    jobs: int = 0,
+    declaration_imports: bool = True,
+) -> None:
+    """Plan the link described by `meta_path`; run `command` as the index step unless replaying
+    (with `DECLARATION_IMPORTS` unless `declaration_imports` is False).
 
     Everything is read and checked before the first output is written. With `jobs` > 1
     (0: one per CPU for a large link), worker processes each read the imports of a share
@@ -468,7 +486,7 @@ def plan(meta_path: str, command: list[str], *, replay: bool, jobs: int = 0) -> 
     """
     try:
         with _collector_paused():
-            _plan(meta_path, command, replay=replay, jobs=jobs)
+            _plan(meta_path, command, replay=replay, jobs=jobs, declarations=declaration_imports)
     except OSError as err:  # what could not be written was removed again by then
         raise write_failure(err) from None
 
@@ -489,12 +507,22 @@ def indexed(meta: Meta, command: list[str]) -> Planner:
     return planner
 
 
-def _plan(meta_path: str, command: list[str], *, replay: bool, jobs: int) -> None:
-    planner = _checked(read_meta(meta_path), command, replay=replay, large=jobs != 1)
+def _plan(
+    meta_path: str, command: list[str], *, replay: bool, jobs: int, declarations: bool
+) -> None:
+    planner = _checked(
+        read_meta(meta_path),
+        command,
+        replay=replay,
+        large=jobs != 1,
+        declarations=declarations,
+    )
     _write_plans(planner, command, jobs)
 
 
-def _checked(meta: Meta, command: list[str], *, replay: bool, large: bool) -> Planner:
+def _checked(
+    meta: Meta, command: list[str], *, replay: bool, large: bool, declarations: bool = True
+) -> Planner:
     """A planner whose index step has run (or, replaying, had run) and been checked.
     `large`: for a large link, prefetch the `.imports` while checking."""
     prefetch: index_step.ImportsPrefetch | None = None
@@ -503,7 +531,7 @@ def _checked(meta: Meta, command: list[str], *, replay: bool, large: bool) -> Pl
     try:
         if replay and large:
             prefetch = index_step.ImportsPrefetch(list_file)
-        planner = Planner(meta)
+        planner = Planner(meta, command or None, declarations)
         planner.place_index_files()
         if not replay:
             planner.own_outputs_are_not_inputs()
