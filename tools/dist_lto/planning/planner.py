@@ -14,7 +14,7 @@ import contextlib
 import gc
 import os
 import posixpath
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.formats.jsonio import dumps
@@ -491,17 +491,29 @@ def plan(
         raise write_failure(err) from None
 
 
-def indexed(meta: Meta, command: list[str]) -> Planner:
-    """Everything `plan` does before it writes a plan, in this process: the meta read
-    and checked, the index step run, its outputs checked, every `.imports` read, index
-    files in place. For a caller that writes the plans in formats of its own (the
-    upstream Buck2 route) from `Planner.object_plan`, `archive_plan`, `final_line` and
-    `link_plan`; it writes the empty index files of objects the link did not load."""
+def indexed(
+    meta: Meta,
+    command: list[str],
+    write_objects: Callable[[Planner, list[ObjectInput]], None],
+    object_outputs: Callable[[Planner, list[ObjectInput]], list[str]],
+    *,
+    jobs: int = 0,
+) -> Planner:
+    """Everything `plan` does up to its object plans, which `write_objects` writes (and
+    `object_outputs` names) in formats of the caller's own (the upstream Buck2 route):
+    the meta read and checked, the index step run and checked, every `.imports` read,
+    index files in place, split over `jobs` processes as `plan` splits them. The rest
+    (archive plans, final line, link plan) the caller writes from `Planner.archive_plan`,
+    `final_line` and `link_plan`."""
     try:
         with _collector_paused():
-            planner = _checked(meta, command, replay=False, large=False)
-            planner.read_imports(planner.modules.values())
-            planner.move_index_files()
+            planner = _checked(meta, command, replay=False, large=jobs != 1)
+            _object_plans(
+                planner,
+                lambda share: write_objects(planner, share),
+                lambda share: object_outputs(planner, share),
+                jobs,
+            )
     except OSError as err:
         raise write_failure(err) from None
     return planner
@@ -546,44 +558,60 @@ def _checked(
 
 
 def _share_part(
-    planner: Planner, modules: dict[int, Module], share: list[ObjectInput]
+    planner: Planner,
+    modules: dict[int, Module],
+    share: list[ObjectInput],
+    write: Callable[[list[ObjectInput]], None],
+    outputs: Callable[[list[ObjectInput]], list[str]],
 ) -> parts.Part:
     """One worker's share of the objects: their imports read, their plans written."""
-
-    def read() -> None:
-        planner.read_imports(modules[o.index] for o in share)
-
-    def write() -> None:
-        planner.write_objects(share)
-
-    def outputs() -> list[str]:
-        return planner.object_outputs(share)
-
-    return parts.Part(read=read, write=write, outputs=outputs)
+    return parts.Part(
+        read=lambda: planner.read_imports(modules[o.index] for o in share),
+        write=lambda: write(share),
+        outputs=lambda: outputs(share),
+    )
 
 
-def _write_plans(planner: Planner, command: list[str], jobs: int) -> None:
-    raw_linker = bool(command) and index_step.is_raw_linker(command)
-    objects = planner.objects
+def jobs_for(objects: int, jobs: int) -> int:
+    """The processes that plan a link of `objects` objects when asked for `jobs` (0: one
+    per CPU, at most 8, from PARALLEL_MIN_OBJECTS objects on)."""
     if not jobs:
-        jobs = default_jobs() if len(objects) >= PARALLEL_MIN_OBJECTS else 1
-    jobs = min(jobs, len(objects))
+        jobs = default_jobs() if objects >= PARALLEL_MIN_OBJECTS else 1
+    return max(1, min(jobs, objects))
+
+
+def _object_plans(
+    planner: Planner,
+    write: Callable[[list[ObjectInput]], None],
+    outputs: Callable[[list[ObjectInput]], list[str]],
+    jobs: int,
+) -> None:
+    """Read every loaded module's imports, place the index files and write the plans of
+    the objects (`write`, naming its files with `outputs`): in `jobs_for` processes, each
+    reading and writing a share of the objects, this one the archive members' imports."""
+    objects = planner.objects
+    jobs = jobs_for(len(objects), jobs)
     if jobs > 1:
         shares = [
             objects[k * len(objects) // jobs : (k + 1) * len(objects) // jobs] for k in range(jobs)
         ]
         modules = planner.object_modules
         parts.run(
-            [_share_part(planner, modules, share) for share in shares],
+            [_share_part(planner, modules, share, write, outputs) for share in shares],
             read_shared=lambda: planner.read_imports(planner.member_modules()),
             write_shared=planner.move_index_files,
         )
     else:
         planner.read_imports(planner.modules.values())
         planner.move_index_files()
-        planner.write_objects(objects)
+        write(objects)
+
+
+def _write_plans(planner: Planner, command: list[str], jobs: int) -> None:
+    raw_linker = bool(command) and index_step.is_raw_linker(command)
+    _object_plans(planner, planner.write_objects, planner.object_outputs, jobs)
     try:
         planner.write_link(raw_linker)
     except BaseException:
-        parts.remove_files(planner.object_outputs(objects))  # a failed run leaves no plans
+        parts.remove_files(planner.object_outputs(planner.objects))  # a failed run leaves no plans
         raise

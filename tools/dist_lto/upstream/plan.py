@@ -43,6 +43,7 @@ from dist_lto.fsutil import move, write_atomic
 from dist_lto.llvm.index_step import is_bitcode_file, is_raw_linker
 from dist_lto.output_paths import refuse_overlaps
 from dist_lto.planning import planner as ours
+from dist_lto.process import parts
 from dist_lto.upstream import formats
 from dist_lto.upstream.formats import (
     IndexCommand,
@@ -321,6 +322,7 @@ class Options:
     link_plan: str
     final_link_index: str
     command: list[str]
+    jobs: int = 0
 
 
 def parse_args(argv: list[str]) -> Options:
@@ -329,13 +331,23 @@ def parse_args(argv: list[str]) -> Options:
         parser.add_argument(name, required=True)
     for name in ("--pre-flags", "--linkables", "--post-flags"):
         parser.add_argument(name, help="ignored: the index argument file has it all")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="processes that read imports and write object plans, as for `dist-lto plan`"
+        " (default: one per CPU, at most 8, for large links; else 1)",
+    )
     own, command = (argv, []) if "--" not in argv else (
         argv[: argv.index("--")], argv[argv.index("--") + 1 :]
     )  # fmt: skip
     args = parser.parse_args(own)
     if not command:
         parser.error("the index command is required after `--`")
-    return Options(args.meta, args.index, args.link_plan, args.final_link_index, command)
+    if args.jobs < 0:
+        parser.error("--jobs must be 0 (one per CPU) or more")
+    return Options(args.meta, args.index, args.link_plan, args.final_link_index, command, args.jobs)
 
 
 def _scratch_dir() -> str:
@@ -399,7 +411,8 @@ def run(opts: Options, up: UpstreamMeta, cmd: IndexCommand, line: list[str], scr
         for group in groups:
             group.write_manifest()
         command = [*cmd.head, "-o", posixpath.join(scratch, "index-step.out")]
-        planner = ours.indexed(meta, command)
+        objects = ObjectPlans({o.index: o for o in up.objects.values()}, ImportMap.of(groups))
+        planner = ours.indexed(meta, command, objects.write, objects.outputs, jobs=opts.jobs)
     finally:
         shutil.rmtree(relative, ignore_errors=True)
     write_plans(opts, up, cmd, planner, groups, is_raw_linker(command))
@@ -430,13 +443,44 @@ def pointing_at_upstream(meta: Meta, up: UpstreamMeta, groups: list[LazyGroup]) 
     return dataclasses.replace(meta, groups=groups_moved)
 
 
+@dataclass(frozen=True)
+class ObjectPlans:
+    """Upstream's plans of the link's objects, written a share of the objects at a time,
+    in whichever of the planner's processes holds that share (`planner.indexed`)."""
+
+    by_index: dict[int, UpstreamObject]
+    imports: ImportMap
+
+    def write(self, planner: ours.Planner, share: list[ObjectInput]) -> None:
+        writer = WholeWriter()
+        try:
+            for o in share:
+                obj = self.by_index[o.index]
+                plan = planner.object_plan(o)
+                if not plan["is_bitcode"]:
+                    _write_unread_index(obj)
+                writer.write(obj.plan_output, upstream_object_plan(plan, self.imports))
+        except BaseException:
+            parts.remove_files(self.outputs(planner, share))
+            raise
+        finally:
+            writer.close()
+
+    def outputs(self, planner: ours.Planner, share: list[ObjectInput]) -> list[str]:
+        """What `write(planner, share)` writes (to remove it again after a failure)."""
+        paths = [self.by_index[o.index].plan_output for o in share]
+        paths += [self.by_index[o.index].index_output for o in share
+                  if not planner.object_modules[o.index].loaded]  # fmt: skip
+        return paths
+
+
 def write_plans(
     opts: Options, up: UpstreamMeta, cmd: IndexCommand, planner: ours.Planner,
     groups: list[LazyGroup], raw_linker: bool,
 ) -> None:  # fmt: skip
-    """Upstream's outputs, straight from our planner (our own plan files are never
-    written): object and archive plans, the final link's argument file, the index list
-    and the link plan."""
+    """Upstream's outputs beside the object plans, straight from our planner (our own
+    plan files are never written): archive plans, the final link's argument file, the
+    index list and the link plan."""
     imports = ImportMap.of(groups)
     by_index = {o.index: o for o in up.objects.values()}
     lazy_groups = {g.index: g for g in groups}
@@ -446,12 +490,6 @@ def write_plans(
     substitutes: dict[str, str] = {}  # final-line paths -> the files upstream binds there
     writer = WholeWriter()
     try:
-        for o in planner.objects:
-            obj = by_index[o.index]
-            plan = planner.object_plan(o)
-            if not plan["is_bitcode"]:
-                _write_unread_index(obj)
-            writer.write(obj.plan_output, upstream_object_plan(plan, imports))
         for index, archive in planner.archives.items():
             archive_plan = planner.archive_plan(archive)
             group = lazy_groups.get(index)
