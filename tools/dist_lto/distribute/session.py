@@ -152,9 +152,13 @@ def _report_damage(tiers: Tiers, reporter: Reporter) -> None:
         )
 
 
-def _fork_server_library(files: JobFile, settings: Settings, reporter: Reporter) -> str | None:
+def _fork_server_library(
+    files: JobFile, settings: Settings, reporter: Reporter, cache_warned: bool
+) -> str | None:
     """The fork server's preload library, or None (said with --verbose, or as a warning
-    when it cannot be built) where compilers are to be started directly."""
+    when it cannot be built) where compilers are to be started directly. It lives in
+    the cache directory: when that has already been warned about (`cache_warned`), its
+    failure there is said only with --verbose."""
     if not settings.fork_server:
         return None
     from dist_lto.process.forkserver import library, unusable_reason
@@ -167,7 +171,8 @@ def _fork_server_library(files: JobFile, settings: Settings, reporter: Reporter)
     try:
         return library(files.args[0], settings.fork_server_dir)
     except DistLtoError as err:
-        reporter.note(f"warning: no fork server: {err.message}")
+        if settings.verbose or not cache_warned:
+            reporter.note(f"warning: no fork server: {err.message}")
         return None
 
 
@@ -212,7 +217,12 @@ def run_jobs(
         remote = RemoteExecutor(files, settings.remote)
     elif settings.remote is not None:
         remote_cache = _open_remote_cache(files, settings, reporter)
-    preload = _fork_server_library(files, settings, reporter)
+    cache_warned = (
+        cache is None
+        and settings.cache_dir is not None
+        and settings.cache_dir == settings.fork_server_dir
+    )
+    preload = _fork_server_library(files, settings, reporter, cache_warned)
     slots = _job_slots(settings, reporter)
     private_tmp = private_tmpdir("dist-lto")
     env = os.environ if private_tmp is None else {**os.environ, "TMPDIR": private_tmp}
