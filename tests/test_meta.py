@@ -21,6 +21,7 @@ from dist_lto.formats.meta import (
     ObjectInput,
     _fast_meta,
     _Parser,
+    meta_document,
     parse_meta,
 )
 from hypothesis import HealthCheck, given, settings
@@ -91,6 +92,14 @@ def test_valid_meta_keeps_link_order_and_paths_as_given() -> None:
     assert meta.archives()[0].whole is True
     assert meta.groups[0].pre_flags == ("-Wl,--as-needed",)
     assert meta.groups[1].pre_flags == ()  # optional, defaults to empty
+
+
+def test_a_meta_written_from_records_reads_back_as_the_same_link() -> None:
+    doc = valid_meta()
+    doc["groups"][1]["pre_flags"] = doc["groups"][1]["post_flags"] = []
+    meta = parse_meta(doc, FILE)
+    assert meta_document(meta) == doc
+    assert parse_meta(meta_document(meta), FILE) == meta
 
 
 @pytest.mark.parametrize(

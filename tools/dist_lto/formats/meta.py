@@ -362,3 +362,46 @@ def parse_meta(doc: object, file: str) -> Meta:
 def read_meta(path: str) -> Meta:
     """Read and validate the meta file at `path`."""
     return parse_meta(read_json(path, "meta file"), path)
+
+
+def _linkable_document(item: Linkable) -> dict[str, Any]:
+    if type(item) is ObjectInput:
+        return {
+            "kind": "object",
+            "index": item.index,
+            "path": item.path,
+            "index_output": item.index_output,
+            "plan_output": item.plan_output,
+            "opt_output": item.opt_output,
+        }
+    if type(item) is ArchiveInput:
+        return {
+            "kind": "archive",
+            "index": item.index,
+            "manifest": item.manifest,
+            "plan_output": item.plan_output,
+            "index_dir": item.index_dir,
+            "opt_objects_dir": item.opt_objects_dir,
+            "whole": item.whole,
+        }
+    assert type(item) is ArgsInput
+    return {"kind": "args", "args": list(item.args)}
+
+
+def meta_document(meta: Meta) -> dict[str, Any]:
+    """The JSON document of `meta` (its file and pointers aside): what `parse_meta`
+    reads back as the same links, for writers that build a meta from records."""
+    return {
+        "version": META_VERSION,
+        "index_dir": meta.index_dir,
+        "link_plan_output": meta.link_plan_output,
+        "final_link_args_output": meta.final_link_args_output,
+        "groups": [
+            {
+                "pre_flags": list(group.pre_flags),
+                "post_flags": list(group.post_flags),
+                "linkables": [_linkable_document(x) for x in group.linkables],
+            }
+            for group in meta.groups
+        ],
+    }
