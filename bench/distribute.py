@@ -17,8 +17,11 @@ Distributors are started the way a user starts them: `dist-lto` is the console s
 the reference distributors are Python scripts run by this interpreter. Medians per
 variant and workload, then ratios of the sums over the workloads, and each
 distributor's start-up alone (a job file without jobs). Every binary passes the
-workload's functional check once. Last lines:
-`distribute-cold/serial: <ratio>` and `distribute-cold/inprocess: <ratio>`.
+workload's functional check once. Then what a cached job costs: the warm link again,
+its distributor started through a wrapper that reads the distributor's CPU time (user
+and system, `getrusage` of its children), less the CPU of the same distributor on a
+job file without jobs, per job. Last lines: `distribute-cold/serial: <ratio>`,
+`distribute-cold/inprocess: <ratio>` and `warm-lookup-ms-per-job: <ms>`.
 
 Usage: .venv/bin/python bench/distribute.py [--workloads lua,zstd] [--rounds 5] [--jobs N]
 """
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -60,6 +64,18 @@ def run(job):
 with ThreadPoolExecutor(int(sys.argv[1])) as pool:
     sys.exit(max(pool.map(run, doc["jobs"]), default=0))
 """
+
+CPU_WRAPPER = """\
+import json, os, resource, subprocess, sys
+done = subprocess.run([{dist_lto!r}, *sys.argv[1:]])
+used = resource.getrusage(resource.RUSAGE_CHILDREN)
+with open(sys.argv[-1], "rb") as f:
+    jobs = len(json.load(f)["jobs"])
+with open(os.environ["DIST_LTO_BENCH_CPU"], "a") as f:
+    f.write(f"{{used.ru_utime + used.ru_stime}} {{jobs}}\\n")
+sys.exit(done.returncode)
+"""
+"""A distributor that runs ours and appends its CPU seconds and job count to a file."""
 
 VARIANTS = ["inprocess", "serial", "threads", "ours-j1", "ours-cold", "ours-nofork", "ours-warm"]
 
@@ -126,17 +142,47 @@ class Workload:
             self.checked.add(variant)
         return elapsed
 
+    def warm_lookup(self, work: Path, runs: int) -> tuple[float, int]:
+        """Median CPU seconds of the warm link's distributor above its start-up, and
+        its jobs: the distributor runs through `CPU_WRAPPER`, its start-up is measured
+        on a job file without jobs, with the same cache."""
+        wrapper = script(work / "cpu-distributor.py", CPU_WRAPPER.format(dist_lto=DIST_LTO))
+        record = work / f"{self.name}-cpu"
+        env = {**os.environ, "DIST_LTO_BENCH_CPU": str(record)}
+        cache = f"--cache-dir={self.warm_cache}"
+        warm = [*self.base, "-o", "ours-warm", f"-fthinlto-distributor={wrapper}",
+                "-Xthinlto-distributor=distribute", f"-Xthinlto-distributor={cache}",
+                f"-Xthinlto-distributor=--jobs={self.jobs}"]  # fmt: skip
+        empty = empty_job_file(work)
+        for _ in range(runs):
+            for command in (warm, [wrapper, "distribute", cache, str(empty)]):
+                done = subprocess.run(command, cwd=self.root, env=env, capture_output=True,
+                                      text=True)  # fmt: skip
+                counts = re.search(r"(\d+) jobs, (\d+) cached", done.stderr)
+                if done.returncode != 0 or (counts and counts[1] != counts[2]):
+                    raise SystemExit(f"{self.name}: warm link not all cached:\n{done.stderr}")
+        lines = [line.split() for line in record.read_text().splitlines()]
+        links = [(float(cpu), int(jobs)) for cpu, jobs in lines if int(jobs)]
+        starts = [float(cpu) for cpu, jobs in lines if not int(jobs)]
+        (jobs,) = {n for _, n in links}
+        return statistics.median(c for c, _ in links) - statistics.median(starts), jobs
+
     def warm_up(self) -> None:
         """Fill the warm cache, and bring inputs and tools into the page cache."""
         self.time("inprocess")
         self.time("ours-warm")  # the warm cache is still empty: this link fills it
 
 
-def startup(work: Path, runs: int = 15) -> dict[str, float]:
-    """Median wall ms of each distributor on a job file without jobs: its start-up alone."""
+def empty_job_file(work: Path) -> Path:
     empty = work / "empty.dist-file.json"
     empty.write_text('{"common": {"linker_output": "p", "args": ["clang"], "inputs": []},'
                      ' "jobs": []}')  # fmt: skip
+    return empty
+
+
+def startup(work: Path, runs: int = 15) -> dict[str, float]:
+    """Median wall ms of each distributor on a job file without jobs: its start-up alone."""
+    empty = empty_job_file(work)
     commands = {
         "python -c pass": [sys.executable, "-c", "pass"],
         "serial script": [script(work / "serial.py", SERIAL), str(empty)],
@@ -173,6 +219,7 @@ def main() -> int:
         medians = {n: {v: statistics.median(t) for v, t in by.items()} for n, by in times.items()}
         floors = {n: {v: min(t) for v, t in by.items()} for n, by in times.items()}
         starts = startup(work)
+        lookups = {load.name: load.warm_lookup(work, args.rounds) for load in loads}
 
     print(f"# wall time in s, median of {args.rounds} interleaved rounds, jobs={args.jobs},"
           f" {os.cpu_count()} CPUs; load average at the end: {os.getloadavg()[0]:.2f}")  # fmt: skip
@@ -197,8 +244,13 @@ def main() -> int:
     print(f"distribute-cold/threads: {total['ours-cold'] / total['threads']:.3f}")
     print(f"distribute-cold/distribute-nofork: {total['ours-cold'] / total['ours-nofork']:.3f}")
     print(f"distribute-cold/distribute-warm: {total['ours-cold'] / total['ours-warm']:.1f}")
+    for name, (cpu, jobs) in lookups.items():
+        print(f"{name}: warm link's distributor CPU above its start-up: {cpu * 1e3:.0f} ms"
+              f" for {jobs} cached jobs, {cpu * 1e3 / jobs:.2f} ms per job")  # fmt: skip
     print(f"distribute-cold/serial: {total['ours-cold'] / total['serial']:.3f}")
     print(f"distribute-cold/inprocess: {total['ours-cold'] / total['inprocess']:.3f}")
+    lookup_ms = sum(cpu for cpu, _ in lookups.values()) * 1e3
+    print(f"warm-lookup-ms-per-job: {lookup_ms / sum(j for _, j in lookups.values()):.2f}")
     return 0
 
 

@@ -654,3 +654,29 @@ def test_remembered_keys_still_hit_across_links_with_new_process_ids(
     second = relink(small_dtlto, root, serial_distributor)
     again = KeyMaker(second, IDENTITY, aliases)
     assert {job.module.split(" at ")[0]: again.key(job) for job in second.jobs} == before
+
+
+def test_pruning_removes_the_remembered_index_keys_whose_entry_is_gone(
+    in_copy: JobFile, tmp_path: Path, objects: list[Path]
+) -> None:
+    cache = ResultCache(str(tmp_path / "c"))
+    cache.create()
+    aliases = Path(cache.root, result_cache.LAYOUT, result_cache.ALIASES)
+    maker = KeyMaker(in_copy, IDENTITY, str(aliases))
+    keys = [maker.key(job) for job in in_copy.jobs]
+    assert None not in keys and len(set(keys)) == len(keys) > 1
+
+    def remembered() -> set[str]:
+        return {p.read_text() for p in aliases.glob("*/*")}
+
+    assert remembered() == set(keys)
+    for key in keys:
+        cache.store(str(key), [str(objects[0])])
+    old = time.time() - 2 * 86400
+    os.utime(cache.entry(str(keys[0])), (old, old))
+    assert cache.prune() == 0
+    assert remembered() == set(keys)  # every entry is still there
+    assert cache.prune(max_age=86400) == 1
+    assert remembered() == set(keys[1:])
+    cache.clear()
+    assert not list(aliases.glob("*/*"))

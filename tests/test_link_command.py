@@ -14,6 +14,7 @@ from dist_lto.llvm.link_command import InPlace, Operand, difference, split
 from dist_lto.llvm.linkline import without_groups
 from hypothesis import given
 from hypothesis import strategies as st
+from support import objcode
 from support.tools import Llvm
 
 SOURCES = {
@@ -107,6 +108,29 @@ def test_a_link_line_with_archives_a_group_a_repeat_and_whole_archive_links_in_o
                         command=line(llvm, "app"))  # fmt: skip
     assert again.returncode == 0, again.stderr
     assert again.stderr.startswith("dist-lto link: app: 5 jobs, 5 cached, 0 failed, ")
+
+
+@pytest.mark.slow
+def test_a_relocatable_lld_line_links_in_one_command_as_lld_links_it_in_process(
+    program: Path, llvm: Llvm, dist_lto_cmd: list[str]
+) -> None:
+    def relocatable(out: str) -> list[str]:
+        return [llvm.lld, "-r", "-o", out, "main.o", "--whole-archive", "libplug.a",
+                "--no-whole-archive", "--start-group", "libfoo.a", "libbar.a", "--end-group",
+                "libfoo.a"]  # fmt: skip
+
+    subprocess.run(relocatable("inprocess.o"), cwd=program, check=True)
+    done = one_command(dist_lto_cmd, program, "--out-dir", "r.lto", "--no-cache",
+                       f"--compiler={llvm.clang}", command=relocatable("ours.o"))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    outputs = {}
+    for name in ("inprocess", "ours"):
+        subprocess.run([llvm.clang, "-fuse-ld=lld", f"{name}.o", "-o", name], cwd=program,
+                       check=True)  # fmt: skip
+        run = subprocess.run([f"./{name}"], cwd=program, capture_output=True, text=True)
+        outputs[name] = run.stdout
+    assert outputs["ours"] == outputs["inprocess"] == "foo=23 bar=22 registered=42 plugged=5\n"
+    assert objcode.functions(program / "ours.o") == objcode.functions(program / "inprocess.o")
 
 
 @pytest.mark.slow

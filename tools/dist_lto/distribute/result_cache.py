@@ -8,6 +8,8 @@ The key is `cache_key.py`'s. Layout under the cache directory (version 2):
     v2/tmp/                        entries being written or deleted
     v2/usage                       one line per link that used the cache: its hits,
                                    misses and stores (`dist-lto cache stats`)
+    v2/index-aliases/<2 hex>/<k>   the key of a job's index as written -> the entry's
+                                   key (`cache_key.KeyMaker`); pruned with the entries
     v2/compilers/<hash>.json       a compiler's identity, kept while its files' stats
                                    stay the same (the distributor keeps these in the
                                    per-user directory, whatever the cache directory)
@@ -35,6 +37,7 @@ from dist_lto.fsutil import install, remove_quietly, scratch_path_for
 LAYOUT = "v2"
 """v2: entries carry their outputs' sums (v1 entries had none and are never read)."""
 SUMS = "sums"
+ALIASES = "index-aliases"
 USAGE = "usage"
 USAGE_COMPACT_AT = 64 << 10
 """A usage log this long is summed into one line by the next prune."""
@@ -193,14 +196,40 @@ class ResultCache:
             if self._delete(path):
                 removed += 1
             total -= size  # deleted by us or by a link pruning at the same time
+        self._prune_aliases()
         self._compact_usage()
         return removed
 
     def clear(self) -> int:
         """Delete every entry and the usage counts; returns how many entries went."""
         removed = sum(self._delete(path) for _, _, path in self._scan())
+        self._prune_aliases(every=True)
         remove_quietly(os.path.join(self.root, LAYOUT, USAGE))
         return removed
+
+    def _prune_aliases(self, every: bool = False) -> None:
+        """Remove the remembered index keys whose entry is gone (`every`: all of them):
+        each one only leads to an entry, and without pruning they would grow with every
+        index ever written. One removed while its link has yet to store the entry costs
+        that link's next warm run one decoding of the index."""
+        root = os.path.join(self.root, LAYOUT, ALIASES)
+        for shard in _listdir(root):
+            shard_path = os.path.join(root, shard)
+            for name in _listdir(shard_path):
+                path = os.path.join(shard_path, name)
+                if not every:
+                    try:
+                        with open(path, "rb") as f:
+                            key = f.read(65).decode("ascii")
+                    except (OSError, UnicodeDecodeError):
+                        key = ""
+                    if len(key) == 64 and os.path.isdir(self.entry(key)):
+                        continue
+                remove_quietly(path)
+            try:  # noqa: SIM105 (an empty shard goes; one a link writes to meanwhile stays)
+                os.rmdir(shard_path)
+            except OSError:
+                pass
 
     def listing(self) -> "list[Entry]":
         """Every entry, least recently used first."""

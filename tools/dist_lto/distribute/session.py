@@ -37,7 +37,7 @@ def _open_cache(
     files: JobFile, settings: Settings, reporter: Reporter
 ) -> tuple[ResultCache | None, KeyMaker | None]:
     from dist_lto.distribute.cache_key import KeyMaker, command_identity
-    from dist_lto.distribute.result_cache import LAYOUT, ResultCache
+    from dist_lto.distribute.result_cache import ALIASES, LAYOUT, ResultCache
 
     if settings.cache_dir is None:
         return None, None
@@ -55,7 +55,7 @@ def _open_cache(
     except OSError as err:
         reporter.note(f"warning: result cache not used: {err.filename}: {err.strerror}")
         return None, None
-    aliases = os.path.join(cache.root, LAYOUT, "index-aliases")
+    aliases = os.path.join(cache.root, LAYOUT, ALIASES)
     return cache, KeyMaker(files, identity, aliases)
 
 
