@@ -17,10 +17,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from dist_lto import backend
 from dist_lto.errors import DistLtoError
 from dist_lto.llvm.bitcode import parse_index
 from dist_lto.llvm.toolchain import tool
+from dist_lto.process import children
 from support import workloads
 from support.links import ThinIndex
 from support.tools import REPO, Llvm, run_cli
@@ -157,7 +157,7 @@ def test_stop_signal_arriving_while_clang_is_spawned_stops_it_and_fails_cleanly(
     monkeypatch.setattr(os, "posix_spawn", spawn_then_signal)
     try:
         with pytest.raises(DistLtoError) as failure:
-            backend.run_tool(["/bin/sleep", "30"])
+            children.run_tool(["/bin/sleep", "30"])
         assert failure.value.status == 128 + signal.SIGTERM
         with pytest.raises(ChildProcessError):
             os.waitpid(spawned[0], os.WNOHANG)  # stopped and reaped

@@ -17,7 +17,6 @@ import posixpath
 import re
 import shutil
 import signal
-import subprocess
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from dist_lto.formats.response_file import response_file
 from dist_lto.fsutil import read_input, write_atomic
 from dist_lto.llvm.bitcode import is_bitcode
 from dist_lto.path_spelling import climb, is_plain, norm
+from dist_lto.process import children
 
 LIST_NAME = "index.list"
 ARGS_NAME = "index.args"
@@ -127,19 +127,15 @@ def run(
     ]
     try:
         try:
-            proc = subprocess.run(argv, capture_output=True)
-        except OSError as err:
-            raise BadInput(f"cannot run the index command {command[0]!r}: {err.strerror}") from None
-        stderr = proc.stderr.decode(errors="replace")
-        if proc.returncode != 0:
-            status = 128 - proc.returncode if proc.returncode < 0 else proc.returncode
-            how = (
-                f"was killed by {signal.Signals(-proc.returncode).name}"
-                if proc.returncode < 0
-                else f"exited with status {proc.returncode}"
-            )
+            done = children.run(argv, stdout=children.DEVNULL)
+        except children.CannotRun as err:
+            raise BadInput(f"cannot run the index command {command[0]!r}: {err.reason}") from None
+        stderr = done.stderr.decode(errors="replace")
+        if done.status != 0:
             raise DistLtoError(
-                f"index step failed: {command[0]} {how}", status=status, detail=stderr
+                f"index step failed: {command[0]} {children.describe_status(done.status)}",
+                status=children.action_status(done.status),
+                detail=stderr,
             )
         publish(staging, layout)
     finally:
@@ -237,6 +233,7 @@ class ImportsPrefetch:
         self.pid = os.fork()
         if self.pid == 0:  # the prefetcher: never returns
             try:
+                children.forked()
                 for entry in read_bytes(list_file).split(b"\n"):
                     if entry:
                         with contextlib.suppress(OSError):
