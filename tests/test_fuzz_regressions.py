@@ -433,5 +433,19 @@ def test_truncated_index_is_bad_input_before_clang_runs(lzio: Path) -> None:
     index.write_bytes(index.read_bytes()[:-24])
     result = opt(lzio, "out/m.o")
     assert result.returncode == 2, result.stderr
-    assert "not a ThinLTO index: truncated" in result.stderr
+    assert f"{MODULE}.thinlto.bc: ThinLTO index is truncated (" in result.stderr
+    assert list((lzio / "out").iterdir()) == []
+
+
+@pytest.mark.parametrize("cut", [1, 2, 3, 4, 8])
+def test_an_index_cut_by_a_few_bytes_is_named_truncated(lzio: Path, cut: int) -> None:
+    """Cut by a few bytes, an index used to pass the module-table check: clang then
+    refused it ("Invalid bitcode signature") and exited 0 with an empty object, so the
+    message blamed clang's output; cut by 8, clang even wrote an object."""
+    index = lzio / f"{MODULE}.thinlto.bc"
+    index.write_bytes(index.read_bytes()[:-cut])
+    result = opt(lzio, "out/m.o")
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"dist-lto opt: error: {MODULE}.thinlto.bc: ThinLTO index is truncated")
     assert list((lzio / "out").iterdir()) == []
