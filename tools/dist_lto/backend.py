@@ -72,6 +72,9 @@ def check_primary(module: str, index: str) -> None:
         expected = modules.hashes[modules.paths.index(wanted)]
         if any(expected):
             _check_module_hash(module, index, expected)
+        for path, recorded in zip(modules.paths, modules.hashes, strict=False):
+            if path != wanted and any(recorded):  # a module it imports from
+                _check_module_hash(os.fsdecode(path), index, recorded, importer=module)
         return
     known = [os.fsdecode(p) for p in modules.paths]
     hint = _closest(module, known)
@@ -87,11 +90,14 @@ def check_primary(module: str, index: str) -> None:
     )
 
 
-def _check_module_hash(module: str, index: str, expected: tuple[int, ...]) -> None:
-    """Fail when `module` is not the build of it that `index` was made from: clang would
-    compile the module's current code with imports and decisions made for its old code,
-    and exit 0 (the index step records each module's hash; LLVM writes it into the
-    module). A module that cannot be read or parsed is left to clang to report."""
+def _check_module_hash(
+    module: str, index: str, expected: tuple[int, ...], importer: str = ""
+) -> None:
+    """Fail when `module` (the primary module, or one `importer` imports from) is not the
+    build of it that `index` was made from: clang would compile current code with imports
+    and decisions made for old code, and exit 0 (the index step records each module's
+    hash; LLVM writes it into the module). A module that cannot be read or parsed is
+    left to clang to report."""
     try:
         fd = os.open(module, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO: no wait
     except OSError:
@@ -107,8 +113,9 @@ def _check_module_hash(module: str, index: str, expected: tuple[int, ...]) -> No
     finally:
         os.close(fd)
     if same is False:
+        which = f"{module!r}, which {importer!r} imports from" if importer else repr(module)
         raise BadInput(
-            f"{index}: made for another build of {module!r} (the module's hash differs from"
+            f"{index}: made for another build of {which} (the module's hash differs from"
             " the one the index step recorded): the index is stale; run the index step again"
         )
 
