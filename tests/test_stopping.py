@@ -40,8 +40,9 @@ def command(kind: str, root: Path, wrapper: Wrapper, llvm: Llvm, tmp_path: Path)
     if kind == "plan":
         return [*DIST_LTO, "plan", "meta.json", "--", str(wrapper.path), "-fuse-ld=lld", "-O2"]
     if kind == "link":
-        return [*DIST_LTO, "link", "--no-cache", "meta.json", "--", str(wrapper.path),
-                "-fuse-ld=lld", "-O2", "-o", "app"]  # fmt: skip
+        # The backends' compiler is the wrapper; COMMAND is the one the plans were made from.
+        return [*DIST_LTO, "link", "--no-cache", f"--compiler={wrapper.path}", "meta.json", "--",
+                llvm.clang, "-fuse-ld=lld", "-O2", "-o", "app"]  # fmt: skip
     if kind == "upstream plan":
         return [*DIST_LTO, *upstream_plan_link(root, llvm, str(wrapper.path))]
     raise AssertionError(kind)
