@@ -19,8 +19,6 @@ from pathlib import Path
 
 import pytest
 from dist_lto.backend import BackendFailed, run_backend
-from dist_lto.distribute.cache_key import compiler_identity
-from dist_lto.errors import BadInput
 from pytest_subprocess import FakeProcess
 from pytest_subprocess.fake_popen import FakePopen
 
@@ -132,26 +130,3 @@ def test_a_compiler_that_succeeds_gets_its_object_and_dwo_renamed_into_place(
     # The compiler writes private temporaries; the final names appear only on success.
     assert _flag_value(args, "-o") != str(tmp_path / "out" / "m.opt.o")
     assert args[args.index("-split-dwarf-file") + 2] == str(tmp_path / "out" / "m.opt.dwo")
-
-
-def test_a_compiler_whose_version_query_hangs_is_stopped_and_named(
-    fp: FakeProcess, tmp_path: Path
-) -> None:
-    """The result cache asks `clang --version` once per compiler; one that never answers
-    must not hang the link: the query times out, the process is killed, and the
-    compiler is named as bad input (the link then runs without the cache)."""
-    compiler = tmp_path / "clang"
-    compiler.write_bytes(b"\x7fELF not really")
-    compiler.chmod(0o755)
-    started: list[FakePopen] = []
-
-    def hangs(process: FakePopen) -> None:
-        started.append(process)
-        raise subprocess.TimeoutExpired(process.args, 60)
-
-    fp.register([str(compiler), "--version"], callback=hangs)
-    with pytest.raises(BadInput) as bad:
-        compiler_identity(str(compiler), str(tmp_path / "cache"))
-    assert bad.value.message.startswith(f"{compiler}: cannot run the compiler: ")
-    assert "timed out after 60 seconds" in bad.value.message
-    assert started[0].received_signals() == (signal.SIGKILL,)

@@ -204,7 +204,7 @@ def test_stopping_opt_stops_clang_and_leaves_nothing(
 
 
 def test_exit_status_mapping_follows_the_128_plus_n_convention() -> None:
-    from dist_lto.backend import action_status, describe_status, exit_status
+    from dist_lto.process.children import action_status, describe_status, exit_status
 
     assert exit_status(0) == 0
     assert exit_status(3 << 8) == 3
@@ -215,7 +215,7 @@ def test_exit_status_mapping_follows_the_128_plus_n_convention() -> None:
 
 
 def test_an_exit_status_of_137_is_not_a_signal() -> None:
-    from dist_lto.backend import action_status, describe_status, exit_status
+    from dist_lto.process.children import action_status, describe_status, exit_status
 
     assert exit_status(137 << 8) == 137 and action_status(137) == 137
     assert describe_status(137) == "exited with status 137"

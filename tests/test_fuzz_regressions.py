@@ -17,10 +17,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from dist_lto import backend
 from dist_lto.errors import DistLtoError
 from dist_lto.llvm.bitcode import parse_index
 from dist_lto.llvm.toolchain import tool
+from dist_lto.process import children
 from support import workloads
 from support.links import ThinIndex
 from support.tools import REPO, Llvm, run_cli
@@ -157,7 +157,7 @@ def test_stop_signal_arriving_while_clang_is_spawned_stops_it_and_fails_cleanly(
     monkeypatch.setattr(os, "posix_spawn", spawn_then_signal)
     try:
         with pytest.raises(DistLtoError) as failure:
-            backend.run_tool(["/bin/sleep", "30"])
+            children.run_tool(["/bin/sleep", "30"])
         assert failure.value.status == 128 + signal.SIGTERM
         with pytest.raises(ChildProcessError):
             os.waitpid(spawned[0], os.WNOHANG)  # stopped and reaped
@@ -433,5 +433,19 @@ def test_truncated_index_is_bad_input_before_clang_runs(lzio: Path) -> None:
     index.write_bytes(index.read_bytes()[:-24])
     result = opt(lzio, "out/m.o")
     assert result.returncode == 2, result.stderr
-    assert "not a ThinLTO index: truncated" in result.stderr
+    assert f"{MODULE}.thinlto.bc: ThinLTO index is truncated (" in result.stderr
+    assert list((lzio / "out").iterdir()) == []
+
+
+@pytest.mark.parametrize("cut", [1, 2, 3, 4, 8])
+def test_an_index_cut_by_a_few_bytes_is_named_truncated(lzio: Path, cut: int) -> None:
+    """Cut by a few bytes, an index used to pass the module-table check: clang then
+    refused it ("Invalid bitcode signature") and exited 0 with an empty object, so the
+    message blamed clang's output; cut by 8, clang even wrote an object."""
+    index = lzio / f"{MODULE}.thinlto.bc"
+    index.write_bytes(index.read_bytes()[:-cut])
+    result = opt(lzio, "out/m.o")
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"dist-lto opt: error: {MODULE}.thinlto.bc: ThinLTO index is truncated")
     assert list((lzio / "out").iterdir()) == []

@@ -29,6 +29,7 @@ import pytest
 from dist_lto.formats.plans import read_archive_plan
 from support import workloads
 from support.lua_link import PREPARE_ARGV, lua_meta
+from support.processes import session, wait_until
 from support.tools import Llvm
 
 pytestmark = pytest.mark.slow  # drives real Buck2 or whole real pipelines
@@ -237,34 +238,6 @@ def test_killed_at_random_points_leaves_no_partial_output_and_reruns(
 # ---------------------------------------------------------------------------------
 # Killing only the parent: the linker that started a distributor, the build action's
 # process that started opt
-
-
-def session(sid: int) -> dict[int, tuple[int, str]]:
-    """pid -> (parent pid, command name) of every live process in session `sid`."""
-    found = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        name = stat[stat.index("(") + 1 : stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if fields[0] != "Z" and int(fields[3]) == sid:
-            found[int(entry)] = (int(fields[1]), name)
-    return found
-
-
-def wait_until(what: str, check: Callable[[], object], limit: float = 120.0) -> object:
-    """Poll `check` until it returns something true; fail after `limit` s (a hang)."""
-    end = time.monotonic() + limit
-    while time.monotonic() < end:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.05)
-    pytest.fail(f"{what}: still not so after {limit} s")
 
 
 def compiling_under(sid: int, parent_name: str) -> int | None:

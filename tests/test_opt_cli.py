@@ -31,6 +31,8 @@ OPT_PATH_MODULES = {
     "dist_lto.llvm",
     "dist_lto.llvm.flags",
     "dist_lto.llvm.bitcode",
+    "dist_lto.process",
+    "dist_lto.process.children",
 }
 """Everything the opt path may import beyond what `import os, _signal` loads."""
 

@@ -555,6 +555,32 @@ def test_an_index_from_another_build_of_the_module_is_refused(tmp_path: Path, ll
     assert not (tmp_path / "stale.o").exists()
 
 
+def test_an_index_made_before_an_imported_module_changed_is_refused(
+    tmp_path: Path, llvm: Llvm
+) -> None:
+    """`twice.o` imports `add` from `add.o`; `add.o` compiled again after the index step
+    would give `twice.o` old decisions about new code, and clang alone exits 0."""
+    for name, text in SMALL_PROGRAM.items():
+        (tmp_path / name).write_text(text)
+        subprocess.run([llvm.clang, "-O2", "-flto=thin", "-c", name], cwd=tmp_path, check=True)
+    objects = ["main.o", "twice.o", "add.o", "shout.o"]
+    subprocess.run([llvm.clang, "-flto=thin", "-fuse-ld=lld", *objects, "-o", "prog",
+                    "-Wl,--thinlto-index-only", "-Wl,--thinlto-emit-imports-files"],
+                   cwd=tmp_path, check=True)  # fmt: skip
+    assert (tmp_path / "twice.o.imports").read_text() == "add.o\n"
+    assert run_opt(tmp_path, "twice.o", tmp_path / "fresh.o").returncode == 0
+    (tmp_path / "add.c").write_text("int add(int a, int b) { return a - b; }\n")
+    subprocess.run([llvm.clang, "-O2", "-flto=thin", "-c", "add.c"], cwd=tmp_path, check=True)
+    alone = clang_alone(tmp_path, "twice.o", "twice.o.thinlto.bc", tmp_path / "alone.o")
+    assert alone.returncode == 0  # what clang does with a stale index
+    result = run_opt(tmp_path, "twice.o", tmp_path / "stale.o")
+    assert (result.returncode, result.stderr) == (2, (
+        "dist-lto opt: error: twice.o.thinlto.bc: made for another build of 'add.o', which"
+        " 'twice.o' imports from (the module's hash differs from the one the index step"
+        " recorded): the index is stale; run the index step again\n"))  # fmt: skip
+    assert not (tmp_path / "stale.o").exists()
+
+
 def test_a_crashing_compiler_leaves_no_reproducer_in_the_temporary_directory(
     tmp_path: Path, llvm: Llvm
 ) -> None:

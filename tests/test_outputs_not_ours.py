@@ -19,7 +19,7 @@ import pytest
 from dist_lto.errors import BadInput
 from dist_lto.fsutil import atomic_output, write_atomic, writes_through
 from dist_lto.whole_files import WholeWriter
-from support.links import DtltoLink
+from support.links import DtltoLink, upstream_plan_link
 from support.opt_command import opt_command
 from support.tools import Llvm, run_cli
 
@@ -200,23 +200,6 @@ def test_plan_onto_device_outputs_leaves_the_devices(captured: Path) -> None:
 
 # ---------------------------------------------------------------------------------
 # No output is an input, no two outputs one path: refused before any work
-
-
-def upstream_plan_link(tmp_path: Path, llvm: Llvm) -> list[str]:
-    """A two-object link in upstream's formats (meta `up.meta`); returns the
-    `upstream plan` arguments that plan it into `out/`."""
-    for name, text in (("main", "int f(void); int main(void){return f();}"),
-                       ("f", "int f(void){return 1;}")):  # fmt: skip
-        (tmp_path / f"{name}.c").write_text(text)
-        subprocess.run([llvm.clang, "-flto=thin", "-O2", "-c", f"{name}.c"], cwd=tmp_path,
-                       check=True)  # fmt: skip
-    entries = ["main.o", "out/main.o.thinlto.bc", "out/main.plan", "0", "", "", "",
-               "f.o", "out/f.o.thinlto.bc", "out/f.plan", "1", "", "", ""]  # fmt: skip
-    (tmp_path / "up.meta").write_text("\n".join(entries) + "\n\n")
-    (tmp_path / "x.thinlto_index_argsfile").write_text("main.o\nf.o\n")
-    return ["upstream", "plan", "--meta", "up.meta", "--index", "idx", "--link-plan",
-            "lp.json", "--final-link-index", "fli", "--", llvm.clang, "-fuse-ld=lld",
-            "@x.thinlto_index_argsfile", "-o", "prog"]  # fmt: skip
 
 
 def snapshot(root: Path) -> dict[str, bytes]:

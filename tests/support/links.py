@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from support import workloads
+from support.tools import Llvm
 
 
 @dataclass(frozen=True)
@@ -65,3 +67,21 @@ class DtltoLink:
         for output in dest.glob("*.native.o"):
             output.unlink()
         return dest
+
+
+def upstream_plan_link(tmp_path: Path, llvm: Llvm, clang: str = "") -> list[str]:
+    """A two-object link in upstream's formats (meta `up.meta`); returns the
+    `upstream plan` arguments that plan it into `out/` (with `clang` as the index
+    command's compiler, when given)."""
+    for name, text in (("main", "int f(void); int main(void){return f();}"),
+                       ("f", "int f(void){return 1;}")):  # fmt: skip
+        (tmp_path / f"{name}.c").write_text(text)
+        subprocess.run([llvm.clang, "-flto=thin", "-O2", "-c", f"{name}.c"], cwd=tmp_path,
+                       check=True)  # fmt: skip
+    entries = ["main.o", "out/main.o.thinlto.bc", "out/main.plan", "0", "", "", "",
+               "f.o", "out/f.o.thinlto.bc", "out/f.plan", "1", "", "", ""]  # fmt: skip
+    (tmp_path / "up.meta").write_text("\n".join(entries) + "\n\n")
+    (tmp_path / "x.thinlto_index_argsfile").write_text("main.o\nf.o\n")
+    return ["upstream", "plan", "--meta", "up.meta", "--index", "idx", "--link-plan",
+            "lp.json", "--final-link-index", "fli", "--", clang or llvm.clang, "-fuse-ld=lld",
+            "@x.thinlto_index_argsfile", "-o", "prog"]  # fmt: skip

@@ -17,13 +17,10 @@ Outputs are written in a private temporary directory beside their final paths an
 renamed only after every check, so a failed or killed backend leaves nothing at them
 (and a failed one nothing beside them, not even clang's own temporaries).
 
-Shared by `dist-lto opt` and `dist-lto distribute`. Standard library only, and not
-even `subprocess` or `signal` (importing either costs more than the rest of a backend
-action's Python start-up): clang is started with `os.posix_spawn` and signals are
-caught through `_signal`.
+Shared by `dist-lto opt` and `dist-lto distribute`. Standard library only; clang runs
+through `process/children.py`, in a process group of its own.
 """
 
-import _signal
 import os
 
 from dist_lto import TYPE_CHECKING
@@ -37,18 +34,15 @@ from dist_lto.fsutil import (
     writes_through,
 )
 from dist_lto.llvm.bitcode import module_has_hash, read_index_modules
+from dist_lto.process.children import action_status, describe_status, run_tool
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Callable
 
     Runner = Callable[[list[str], Callable[[int], None] | None], tuple[int, bytes]]
 
 ELF_MAGIC = b"\x7fELF"
 _ET_REL = 1
-_SIGNAL_EXIT_BASE = 128
-_FORWARDED_SIGNALS = (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP)
-_CHILD_DEFAULT_SIGNALS = (_signal.SIGPIPE, _signal.SIGXFSZ)
-"""Python ignores these; a child must start with the defaults, as `subprocess` ensures."""
 
 
 class BackendFailed(DistLtoError):
@@ -57,30 +51,6 @@ class BackendFailed(DistLtoError):
 
 def read_head(path: str, what: str, size: int = 64) -> bytes:
     return read_input(path, what, size)
-
-
-def exit_status(wait_status: int) -> int:
-    """A child's wait status as its exit code, or -N when signal N killed it (as
-    `os.waitstatus_to_exitcode`): a compiler that exits 137 was not killed."""
-    return os.waitstatus_to_exitcode(wait_status)
-
-
-def action_status(status: int) -> int:
-    """What an action exits with for a child's `exit_status`: its code, or 128+N for
-    signal N (the convention remote executors retry on)."""
-    return _SIGNAL_EXIT_BASE - status if status < 0 else status
-
-
-def describe_status(status: int) -> str:
-    """For an `exit_status` (a remote result's exit code is never negative)."""
-    if status < 0:
-        number = -status
-        try:
-            name = _signal.strsignal(number) or ""
-        except ValueError:
-            name = ""
-        return f"was killed by signal {number}{f' ({name})' if name else ''}"
-    return f"exited with status {status}"
 
 
 # ---------------------------------------------------------------------------------
@@ -102,6 +72,9 @@ def check_primary(module: str, index: str) -> None:
         expected = modules.hashes[modules.paths.index(wanted)]
         if any(expected):
             _check_module_hash(module, index, expected)
+        for path, recorded in zip(modules.paths, modules.hashes, strict=False):
+            if path != wanted and any(recorded):  # a module it imports from
+                _check_module_hash(os.fsdecode(path), index, recorded, importer=module)
         return
     known = [os.fsdecode(p) for p in modules.paths]
     hint = _closest(module, known)
@@ -117,11 +90,14 @@ def check_primary(module: str, index: str) -> None:
     )
 
 
-def _check_module_hash(module: str, index: str, expected: tuple[int, ...]) -> None:
-    """Fail when `module` is not the build of it that `index` was made from: clang would
-    compile the module's current code with imports and decisions made for its old code,
-    and exit 0 (the index step records each module's hash; LLVM writes it into the
-    module). A module that cannot be read or parsed is left to clang to report."""
+def _check_module_hash(
+    module: str, index: str, expected: tuple[int, ...], importer: str = ""
+) -> None:
+    """Fail when `module` (the primary module, or one `importer` imports from) is not the
+    build of it that `index` was made from: clang would compile current code with imports
+    and decisions made for old code, and exit 0 (the index step records each module's
+    hash; LLVM writes it into the module). A module that cannot be read or parsed is
+    left to clang to report."""
     try:
         fd = os.open(module, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO: no wait
     except OSError:
@@ -137,8 +113,9 @@ def _check_module_hash(module: str, index: str, expected: tuple[int, ...]) -> No
     finally:
         os.close(fd)
     if same is False:
+        which = f"{module!r}, which {importer!r} imports from" if importer else repr(module)
         raise BadInput(
-            f"{index}: made for another build of {module!r} (the module's hash differs from"
+            f"{index}: made for another build of {which} (the module's hash differs from"
             " the one the index step recorded): the index is stale; run the index step again"
         )
 
@@ -230,145 +207,6 @@ def section_names(path: str) -> list[bytes]:
 # Running
 
 
-class StopRequested(BaseException):
-    """A stop signal arrived (raised from the handler, so waits end at once)."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-def raise_stop(signum: int, _frame: object) -> None:
-    raise StopRequested(signum)
-
-
-def stop_reason(signum: int) -> str:
-    """The message for a stop by `signum`: the signal, or why `stop_with_parent` sent it."""
-    parent = gone_parent()
-    if parent and signum == _signal.SIGHUP:
-        return f"stopped: the process that started it (pid {parent}) has gone"
-    return f"stopped by signal {signum}"
-
-
-PARENT_POLL_SECONDS = 0.2
-"""How often `stop_with_parent`'s thread looks for its parent."""
-_watched_parent = 0
-"""The parent `stop_with_parent` watches (0: none)."""
-
-
-def gone_parent() -> int:
-    """The pid of the parent `stop_with_parent` watches once it has gone, else 0."""
-    if _watched_parent and os.getppid() != _watched_parent:
-        return _watched_parent
-    return 0
-
-
-def stop_with_parent() -> None:
-    """Stop as on SIGHUP once the process that started this one has gone.
-
-    A linker or build action killed alone (SIGKILL to `ld.lld`, a build system stopping
-    only its direct child) leaves its children running, reparented: a distributor would
-    go on compiling and write objects nobody links or removes. A thread polls
-    `getppid()` and sends this process SIGHUP when it changes, so the usual stop path
-    runs: compilers stopped, temporaries removed, nothing half-written. Polling, not
-    `prctl(PR_SET_PDEATHSIG)`: that fires when the parent *thread* that spawned us ends
-    (a linker's worker thread may), and its `ctypes` costs the opt path more than this
-    whole module; `_thread` and a lock's timeout cost no import.
-    """
-    import _thread
-
-    global _watched_parent
-    parent = os.getppid()
-    if parent <= 1:
-        return  # started by init, or orphaned already: there is nothing to watch
-    _watched_parent = parent
-
-    def watch() -> None:
-        pause = _thread.allocate_lock()
-        pause.acquire()
-        while os.getppid() == parent:
-            pause.acquire(timeout=PARENT_POLL_SECONDS)
-        os.kill(os.getpid(), _signal.SIGHUP)
-
-    _thread.start_new_thread(watch, ())
-
-
-def _catch_stop_signals() -> dict[int, object]:
-    try:
-        return {sig: _signal.signal(sig, raise_stop) for sig in _FORWARDED_SIGNALS}
-    except ValueError:
-        # Not the main thread (a distributor's worker): only the main thread can catch
-        # signals, and the distributor decides what stopping means for all its jobs.
-        return {}
-
-
-def spawn(
-    argv: list[str],
-    env: "Mapping[str, str]",
-    file_actions: list[tuple[int, ...]],
-    setsigmask: "Iterable[int]" = (),
-) -> int:
-    """Start `argv` (found on PATH unless it names a path) as a child with the signal
-    dispositions it would get from `subprocess`; its pid. BadInput when it cannot run."""
-    start = os.posix_spawn if "/" in argv[0] else os.posix_spawnp
-    try:
-        return start(
-            argv[0], argv, env, file_actions=file_actions, setsigdef=_CHILD_DEFAULT_SIGNALS,
-            setsigmask=setsigmask,
-        )  # fmt: skip
-    except OSError as err:
-        raise BadInput(f"{argv[0]}: cannot run: {err.strerror}") from None
-
-
-def run_tool(
-    argv: list[str],
-    on_start: "Callable[[int], None] | None" = None,
-    env: "Mapping[str, str] | None" = None,
-) -> tuple[int, bytes]:
-    """Run `argv` (stdout inherited, stderr captured) and return (`exit_status`, stderr).
-
-    `on_start(pid)` is called once the child runs and before it can be reaped, so a
-    distributor can pin it (`os.pidfd_open`) and stop it from another thread.
-
-    In the main thread, a signal that asks us to stop (TERM, INT, HUP) is passed on to
-    the child, and we then fail with 128+N ourselves once it has gone. Safe to call from
-    several threads at once.
-    """
-    read_end, write_end = os.pipe()
-    previous = _catch_stop_signals()
-    # Until the pid is known a stop signal cannot be passed on: hold it back meanwhile (the
-    # child starts with our usual mask), and take it once the child can be stopped.
-    held = _signal.pthread_sigmask(_signal.SIG_BLOCK, _FORWARDED_SIGNALS) if previous else None
-    try:
-        try:
-            pid = spawn(argv, env or os.environ, [(os.POSIX_SPAWN_DUP2, write_end, 2)], held or ())
-        finally:
-            os.close(write_end)
-        try:
-            if held is not None:
-                _signal.pthread_sigmask(_signal.SIG_SETMASK, held)
-            if on_start is not None:
-                on_start(pid)
-            chunks = []
-            while chunk := os.read(read_end, 65536):
-                chunks.append(chunk)
-            _, wait_status = os.waitpid(pid, 0)
-        except StopRequested as stop:
-            os.kill(pid, stop.signum)
-            os.waitpid(pid, 0)
-            raise DistLtoError(
-                f"{stop_reason(stop.signum)} while {argv[0]} ran",
-                status=_SIGNAL_EXIT_BASE + stop.signum,
-            ) from None
-    finally:
-        os.close(read_end)
-        for sig, handler in previous.items():
-            _signal.signal(sig, handler)
-        if held is not None:  # when spawning failed: a held signal now acts as usual
-            _signal.pthread_sigmask(_signal.SIG_SETMASK, held)
-    return exit_status(wait_status), b"".join(chunks)
-
-
 def split_dwarf_flags(dwo_name: str, dwo_output: str) -> list[str]:
     """clang flags for split DWARF whose skeleton names `dwo_name` but which writes to
     `dwo_output` (a temporary name: the driver would derive both from `-o`)."""
@@ -400,7 +238,7 @@ def run_backend(
     Appends `-o <temporary>` and, with `dwo`, the split-DWARF flags; checks everything
     the module docstring lists; renames the results into place. Returns clang's stderr
     (warnings) on success; raises BackendFailed (clang's status) or BadInput otherwise.
-    `runner(argv, on_start)` runs clang: `run_tool` with TMPDIR in the private directory
+    `runner(argv, on_start)` runs clang: `children.run_tool` with TMPDIR in the private directory
     unless given (a distributor's fork server, `forkserver.ForkServer.run`; the
     distributor gives all its compilers a private TMPDIR of its own).
     """
@@ -417,7 +255,10 @@ def run_backend(
         if runner is None:
             # A crashing clang writes its reproducer (preprocessed source, run script)
             # under TMPDIR: here, the private directory that goes when we do.
-            status, stderr = run_tool(argv, on_start, {**os.environ, "TMPDIR": work})
+            # `dist-lto opt` has no guard: clang stays in its process group (children.spawn).
+            status, stderr = run_tool(
+                argv, on_start, {**os.environ, "TMPDIR": work}, own_group=False
+            )
         else:
             status, stderr = runner(argv, on_start)
         if status != 0:

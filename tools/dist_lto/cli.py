@@ -43,6 +43,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 lists them. Commands parse argv and orchestrate; the work lives in `formats`, `llvm`,
 `archive`, `process`, `planning` and `distribute`."""
 
+SUPERVISED = {("plan",), ("link",), ("distribute",), ("upstream", "plan")}
+"""The commands whose children are stopped with them however they end: stop signals,
+their parent's death, their own SIGKILL (`process/guard.py`)."""
+
 _USAGE = "usage: dist-lto [-h] [-V] {%s} ..."
 
 
@@ -173,6 +177,11 @@ def run(name: str, argv: list[str]) -> int:
     module_name = "dist_lto." + SUBCOMMANDS[name][0]
     try:
         module = __import__(module_name, fromlist=["main"])
+        if (name, *argv[:1]) in SUPERVISED or (name,) in SUPERVISED:
+            from dist_lto.process.guard import supervised
+
+            with supervised():
+                return module.main(argv)
         return module.main(argv)
     except DistLtoError as err:
         sys.stderr.write(error_report(name, err))

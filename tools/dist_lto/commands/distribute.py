@@ -11,7 +11,6 @@ with results kept in a cache shared by all links.
 import os
 
 from dist_lto import TYPE_CHECKING
-from dist_lto.backend import stop_with_parent
 from dist_lto.cli import argument_parser, parse, scan
 from dist_lto.distribute.reporting import PROG, Reporter, progress_terminal
 from dist_lto.distribute.session import check_inputs_are_files, check_module_paths, run_jobs
@@ -208,7 +207,6 @@ def _files_of(files: JobFile) -> list[tuple[str, str]]:
 
 
 def main(argv: list[str]) -> int:
-    stop_with_parent()
     opts = parse_args(argv)
     settings = Settings(opts)
     if settings.remote is not None:

@@ -23,6 +23,7 @@ from dist_lto.formats.meta import Meta, read_meta
 from dist_lto.formats.planned_link import PlannedLink, read_planned_link
 from dist_lto.llvm.flags import translate
 from dist_lto.llvm.link_command import difference
+from dist_lto.process import children
 
 PROG = "dist-lto link"
 USAGE = (
@@ -211,15 +212,13 @@ def _make_output_dirs(files: JobFile) -> None:
 
 def _final_link(command: list[str], args_file: str) -> None:
     """`COMMAND @args_file`, its output and errors on ours; its status passes through."""
-    import subprocess
-
     argv = [*command, f"@{args_file}"]
     try:
-        done = subprocess.run(argv, check=False)
-    except OSError as err:
-        raise BadInput(f"{command[0]}: cannot run the final link: {err.strerror}") from None
-    if done.returncode != 0:
-        status = done.returncode if done.returncode > 0 else 128 - done.returncode
+        done = children.run(argv, stderr=children.INHERIT)
+    except children.CannotRun as err:
+        raise BadInput(f"{command[0]}: cannot run the final link: {err.reason}") from None
+    if done.status != 0:
+        status = children.action_status(done.status)
         raise DistLtoError(
             f"the final link failed (status {status}): {' '.join(argv)}", status=status
         )

@@ -18,12 +18,12 @@ from dist_lto.backend import (
     run_backend,
     split_dwarf_flags,
     split_dwarf_in_object_flags,
-    stop_with_parent,
 )
 from dist_lto.cli import argument_parser, parse, scan
 from dist_lto.errors import BadInput
 from dist_lto.llvm.bitcode import is_bitcode
 from dist_lto.llvm.flags import read_args_file, translate
+from dist_lto.process.children import stop_with_parent
 
 if TYPE_CHECKING:
     import argparse

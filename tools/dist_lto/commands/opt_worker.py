@@ -13,10 +13,11 @@ import os
 import threading
 
 from dist_lto import TYPE_CHECKING
-from dist_lto.backend import PARENT_POLL_SECONDS, remove_private_dir
+from dist_lto.backend import remove_private_dir
 from dist_lto.cli import argument_parser, parse, scan
 from dist_lto.errors import BadInput
 from dist_lto.fsutil import private_tmpdir
+from dist_lto.process.children import PARENT_POLL_SECONDS
 
 if TYPE_CHECKING:
     import argparse

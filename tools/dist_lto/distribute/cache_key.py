@@ -117,15 +117,28 @@ def _llvm_libraries(exe: str, binary: bytes) -> list[str]:
     ]
 
 
+VERSION_SECONDS = 60.0
+"""How long `clang --version` may take before the compiler is called bad."""
+
+
 def _version(exe: str) -> str:
-    import subprocess  # only when the identity is not remembered yet
+    from dist_lto.process import children
 
     try:
-        done = subprocess.run([exe, "--version"], capture_output=True, timeout=60, check=False)
-    except (OSError, subprocess.SubprocessError) as err:
-        raise BadInput(f"{exe}: cannot run the compiler: {err}") from None
-    if done.returncode != 0:
-        raise BadInput(f"{exe}: `--version` exited with status {done.returncode}")
+        done = children.run(
+            [exe, "--version"],
+            stdout=children.CAPTURE,
+            stdin=children.DEVNULL,
+            timeout=VERSION_SECONDS,
+        )
+    except children.CannotRun as err:
+        raise BadInput(f"{exe}: cannot run the compiler: {err.reason}") from None
+    except children.TimedOut:
+        raise BadInput(
+            f"{exe}: cannot run the compiler: `--version` gave no answer in {VERSION_SECONDS:g} s"
+        ) from None
+    if done.status != 0:
+        raise BadInput(f"{exe}: `--version` {children.describe_status(done.status)}")
     return done.stdout.decode(errors="replace")
 
 

@@ -4,8 +4,8 @@ that works (`process/forkserver.py`), else started directly."""
 from __future__ import annotations
 
 from dist_lto import TYPE_CHECKING
-from dist_lto.backend import run_tool
 from dist_lto.errors import DistLtoError
+from dist_lto.process.children import run_tool
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping

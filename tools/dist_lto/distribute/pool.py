@@ -14,13 +14,19 @@ import os
 import threading
 import time
 
-from dist_lto import TYPE_CHECKING, backend
-from dist_lto.backend import StopRequested, raise_stop
+from dist_lto import TYPE_CHECKING
 from dist_lto.distribute.compilers import WorkerCompiler
 from dist_lto.distribute.reporting import Status
 from dist_lto.distribute.tiers import Child
 from dist_lto.errors import EXIT_INTERNAL, DistLtoError
 from dist_lto.fsutil import remove_output
+from dist_lto.process.children import (
+    KILL_AFTER_SECONDS,
+    StopRequested,
+    catch_stop_signals,
+    restore_handlers,
+    stop_reason,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -78,17 +84,20 @@ class Pool:
         self.active = 0
         self.stopping = 0
         """0, or the signal sent to running compilers once the distribution stops."""
+        self.stopped_at = 0.0
+        """When (`time.monotonic`) the distribution began to stop."""
         self.failure: DistLtoError | None = None
         self.fork_server_warned = False
-        self.children: dict[int, int] = {}
-        """Job number -> pidfd (or pid where pidfds do not exist) of its running compiler."""
+        self.children: dict[int, tuple[int, int]] = {}
+        """Job number -> (pidfd, or -1 where pidfds do not exist; pid) of its running
+        compiler."""
 
     def run(self) -> None:
         threads = [
             threading.Thread(target=self._work, args=(i,), name=f"dist-lto-{i}", daemon=True)
             for i in range(self.workers)
         ]
-        previous = {sig: _signal.signal(sig, raise_stop) for sig in STOP_SIGNALS}
+        previous = catch_stop_signals()
         try:
             try:
                 with self.lock:
@@ -96,20 +105,21 @@ class Pool:
                         self.active += 1
                         thread.start()
                     while self.active:
+                        if self.stopping:
+                            self.lock.wait(_STOP_POLL_SECONDS)
+                            self._press_stop()
+                            continue
                         self.lock.wait(0.25 if self.reporter.tty else 1.0)
                         self.reporter.progress(self.done, self.cached, self.running)
             except StopRequested as stop:
                 self._halt(stop.signum, threads)
                 self.remove_outputs()
-                raise DistLtoError(
-                    backend.stop_reason(stop.signum), status=128 + stop.signum
-                ) from None
+                raise DistLtoError(stop_reason(stop.signum), status=128 + stop.signum) from None
             except BaseException:
                 self._halt(_signal.SIGTERM, threads)
                 raise
         finally:
-            for sig, handler in previous.items():
-                _signal.signal(sig, handler)
+            restore_handlers(previous)
             with self.lock:
                 self.reporter.end()
         if self.failure is not None:
@@ -125,8 +135,20 @@ class Pool:
             _signal.signal(sig, _ignore)  # not SIG_IGN: compilers started now would inherit it
         with self.lock:
             self._stop_children(signum)
+            while self.active:
+                self.lock.wait(_STOP_POLL_SECONDS)
+                self._press_stop()
         for thread in threads:
             thread.join()
+
+    def _press_stop(self) -> None:
+        """While stopping: SIGKILL the group of every compiler that has left (what is
+        left in it, a wrapper's child deaf to the stop signal, holds its stderr open), and
+        every group once KILL_AFTER_SECONDS have passed. Called with the lock held."""
+        late = time.monotonic() - self.stopped_at > KILL_AFTER_SECONDS
+        for handle, pid in self.children.values():
+            if pid > 0 and (late or _has_left(handle)):
+                _signal_child(handle, pid, _signal.SIGKILL)
 
     def remove_outputs(self) -> None:
         """Remove the outputs of every job that ran: once stopped, no link will use them,
@@ -139,10 +161,11 @@ class Pool:
         """Called with the lock held."""
         if not self.stopping:
             self.stopping = signum
+            self.stopped_at = time.monotonic()
         if self.tiers.remote is not None:
             self.tiers.remote.stop()
-        for handle in self.children.values():
-            _signal_child(handle, signum)
+        for handle, pid in self.children.values():
+            _signal_child(handle, pid, signum)
 
     def _over(self) -> bool:
         return bool(self.stopping) or self.next == len(self.order)
@@ -226,22 +249,22 @@ class Pool:
 
     def _started(self, job: Job, pid: int) -> None:
         """The job's compiler runs: pin it, so `_stop_children` can reach it (and only it)."""
-        handle = pid
+        handle = -1
         if _HAVE_PIDFD:
             try:
                 handle = os.pidfd_open(pid)
             except OSError:
-                handle = -1  # out of descriptors: it cannot be stopped early, only waited for
+                pid = 0  # out of descriptors: it cannot be stopped early, only waited for
         with self.lock:
-            self.children[job.number] = handle
+            self.children[job.number] = (handle, pid)
             if self.stopping:
-                _signal_child(handle, self.stopping)
+                _signal_child(handle, pid, self.stopping)
 
     def _ended(self, job: Job) -> None:
         """The job's compiler, if it ran one, has been waited for: unpin it."""
         with self.lock:
-            handle = self.children.pop(job.number, None)
-        if handle is not None and handle >= 0 and _HAVE_PIDFD:
+            handle, _ = self.children.pop(job.number, (-1, 0))
+        if handle >= 0:
             os.close(handle)
 
     def _fork_server_trouble(self, message: str) -> None:
@@ -256,14 +279,31 @@ class Pool:
 _HAVE_PIDFD = hasattr(os, "pidfd_open") and hasattr(_signal, "pidfd_send_signal")
 
 
-def _signal_child(handle: int, signum: int) -> None:
+_STOP_POLL_SECONDS = 0.05
+
+
+def _has_left(handle: int) -> bool:
+    """Whether the compiler behind pidfd `handle` has exited (it is not reaped yet)."""
     if handle < 0:
+        return False
+    import select
+
+    return bool(select.select([handle], [], [], 0)[0])
+
+
+def _signal_child(handle: int, pid: int, signum: int) -> None:
+    """Signal a job's compiler and, when it leads a process group (started directly, not
+    forked from a fork server), its group: a wrapper's children too. Through its pidfd
+    first, which fails once the compiler has been reaped, so its id is not reused yet."""
+    if pid <= 0:
         return
     try:
-        if _HAVE_PIDFD:
+        if handle >= 0:
             _signal.pidfd_send_signal(handle, signum)
         else:
-            os.kill(handle, signum)
+            os.kill(pid, signum)
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, signum)
     except OSError:
         pass  # it has exited already
 

@@ -15,12 +15,14 @@ import os
 import stat
 import threading
 
-from dist_lto import TYPE_CHECKING, backend
+from dist_lto import TYPE_CHECKING
+from dist_lto.backend import remove_private_dir
 from dist_lto.distribute.pool import Pool
 from dist_lto.distribute.relocation import with_module_models
 from dist_lto.distribute.tiers import Tiers
 from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.fsutil import open_input, private_tmpdir, remove_quietly
+from dist_lto.process import children
 
 if TYPE_CHECKING:
     from dist_lto.distribute.cache_key import KeyMaker
@@ -246,12 +248,12 @@ def run_jobs(
             distribution.run()
         except DistLtoError as err:
             failure = err
-            if backend.gone_parent():
+            if children.gone_parent():
                 # The linker died first; what failed since (its indexes vanished) is the
                 # symptom.
                 distribution.remove_outputs()
                 failure = DistLtoError(
-                    backend.stop_reason(_signal.SIGHUP), status=128 + _signal.SIGHUP
+                    children.stop_reason(_signal.SIGHUP), status=128 + _signal.SIGHUP
                 )
             raise failure from None
     finally:
@@ -262,10 +264,10 @@ def run_jobs(
         if remote_cache is not None:
             remote_cache.close()
         _report_damage(tiers, reporter)
-        if backend.gone_parent():
-            _remove_linker_temporaries(files, backend.gone_parent())
+        if children.gone_parent():
+            _remove_linker_temporaries(files, children.gone_parent())
         if private_tmp is not None:
-            backend.remove_private_dir(private_tmp)
+            remove_private_dir(private_tmp)
         if cache is not None:
             cache.record_use(distribution.cached, tiers.misses, tiers.stored)
         if own_trace:

@@ -440,11 +440,41 @@ def _bitcode_span(data: bytes) -> tuple[int, int]:
     return start + 4, end
 
 
+class TruncatedBitcode(ValueError):
+    """The bitcode ends before what it declares: a writer that did not finish."""
+
+
+def check_whole(data: bytes) -> None:
+    """TruncatedBitcode unless `data`'s bitstream is whole: a whole number of 32-bit words
+    (LLVM refuses anything else as having no bitcode signature, and clang then exits 0
+    with an empty object), every top-level block within the file, nothing after the last."""
+    start, end = _bitcode_span(data)
+    size = end - (start - 4)
+    if size % 4:
+        raise TruncatedBitcode(f"{size} bytes of bitcode, not a whole number of 32-bit words")
+    reader = _Reader(data, start, end)
+    try:
+        while reader.pos < reader.end:
+            if reader.read(2) != 1:
+                raise ValueError("expected a block at top level")
+            _enter(reader)
+            reader.align32()
+            words = reader.read(32)
+            if reader.pos + words * 32 > reader.end:
+                missing = (reader.pos + words * 32 - reader.end) // 8
+                raise TruncatedBitcode(f"its last block lacks {missing} bytes")
+            reader.pos += words * 32
+    except _Truncated:
+        raise TruncatedBitcode("it ends inside a block header") from None
+
+
 def parse_index(data: bytes) -> IndexModules:
     """The module table and skip flag of an individual ThinLTO index.
 
-    Raises ValueError when `data` is not a well-formed index.
+    Raises ValueError when `data` is not a well-formed index (TruncatedBitcode when it
+    is cut short).
     """
+    check_whole(data)
     reader, width, blockinfo = _find_module_block(data)
     try:
         return _module_block(reader, width, blockinfo)
@@ -589,6 +619,11 @@ def read_index_modules(path: str) -> IndexModules:
         )
     try:
         return parse_index(data)
+    except TruncatedBitcode as err:
+        raise BadInput(
+            f"{path}: ThinLTO index is truncated ({err}): the step that wrote it did not"
+            " finish; run the index step again"
+        ) from None
     except ValueError as err:
         raise BadInput(f"{path}: not a ThinLTO index: {err}") from None
 

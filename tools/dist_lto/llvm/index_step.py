@@ -17,9 +17,9 @@ import posixpath
 import re
 import shutil
 import signal
-import subprocess
 import sys
-from collections.abc import Iterable
+import tempfile
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from dist_lto.errors import BadInput, DistLtoError
@@ -27,13 +27,18 @@ from dist_lto.formats.response_file import response_file
 from dist_lto.fsutil import read_input, write_atomic
 from dist_lto.llvm.bitcode import is_bitcode
 from dist_lto.path_spelling import climb, is_plain, norm
+from dist_lto.process import children
 
 LIST_NAME = "index.list"
 ARGS_NAME = "index.args"
 INDEX_SUFFIX = ".thinlto.bc"
 IMPORTS_SUFFIX = ".imports"
-STAGING_NAME = ".index-step.tmp"
-"""Where LLD writes, inside the index directory, before its outputs are moved into place."""
+STAGING_PREFIX = ".index-step-"
+STAGING_SUFFIX = ".tmp"
+"""Where LLD writes, inside the index directory, before its outputs are moved into place:
+a directory `.index-step-RANDOM.tmp` made with `mkdtemp`, which never takes an existing
+path, so it cannot be an input's; the index directory is held by one `plan` at a time
+(`holding`), which removes what a killed run left."""
 GUARD = "_/"
 """One level inserted below the index directory per `..` an input climbs above its start."""
 
@@ -75,10 +80,9 @@ class Layout:
     def imports_file(self, module: str) -> str:
         return self.prefix + module + IMPORTS_SUFFIX
 
-    def staging(self) -> Layout:
-        """The same layout rooted at the staging directory inside the index directory."""
+    def staging(self, staging: str) -> Layout:
+        """The same layout rooted at `staging`, a directory inside the index directory."""
         root = self.index_dir.rstrip("/")
-        staging = posixpath.join(self.index_dir, STAGING_NAME)
         return Layout(staging, staging + self.prefix[len(root) :])
 
     def flags(self, raw_linker: bool, declaration_imports: bool = True) -> list[str]:
@@ -104,48 +108,138 @@ def is_bitcode_file(path: str) -> bool:
 
 
 def run(
-    command: list[str], line: list[str], layout: Layout, declaration_imports: bool = True
+    command: list[str],
+    line: list[str],
+    layout: Layout,
+    declaration_imports: bool = True,
+    hold: Hold | None = None,
 ) -> None:
     """Run the index step: `command @index.args` plus the index-only flags (and
-    `DECLARATION_IMPORTS` unless `declaration_imports` is False).
+    `DECLARATION_IMPORTS` unless `declaration_imports` is False), holding the index
+    directory (`hold`, the caller's, or one of its own for the step).
 
     LLD writes its files in place and not atomically, so it writes them into a staging
     directory; they are moved into place only after it succeeded, and the list last. A
     step killed at any point leaves no partial index file at a declared path. A failing
     command's status passes through with its stderr; its warnings are forwarded on success.
     """
-    staging = layout.staging()
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(layout.list_file)
-    shutil.rmtree(staging.index_dir, ignore_errors=True)  # what a killed step left
-    os.makedirs(staging.index_dir)
-    write_atomic(layout.args_file, response_file(line))
-    argv = [
-        *command,
-        "@" + layout.args_file,
-        *staging.flags(is_raw_linker(command), declaration_imports),
-    ]
+    own = None
+    if hold is None:
+        hold = own = Hold(layout.index_dir)
+    hold.take(create=True)
     try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(layout.list_file)
+        _remove_stale_staging(layout.index_dir, line)
+        write_atomic(layout.args_file, response_file(line))
+        argv = [*command, "@" + layout.args_file]
+        staging_dir = tempfile.mkdtemp(STAGING_SUFFIX, STAGING_PREFIX, layout.index_dir or ".")
+        staging = layout.staging(posixpath.join(layout.index_dir, os.path.basename(staging_dir)))
         try:
-            proc = subprocess.run(argv, capture_output=True)
-        except OSError as err:
-            raise BadInput(f"cannot run the index command {command[0]!r}: {err.strerror}") from None
-        stderr = proc.stderr.decode(errors="replace")
-        if proc.returncode != 0:
-            status = 128 - proc.returncode if proc.returncode < 0 else proc.returncode
-            how = (
-                f"was killed by {signal.Signals(-proc.returncode).name}"
-                if proc.returncode < 0
-                else f"exited with status {proc.returncode}"
-            )
-            raise DistLtoError(
-                f"index step failed: {command[0]} {how}", status=status, detail=stderr
-            )
-        publish(staging, layout)
+            try:
+                done = children.run(
+                    [*argv, *staging.flags(is_raw_linker(command), declaration_imports)],
+                    stdout=children.DEVNULL,
+                )
+            except children.CannotRun as err:
+                raise BadInput(
+                    f"cannot run the index command {command[0]!r}: {err.reason}"
+                ) from None
+            stderr = done.stderr.decode(errors="replace")
+            if done.status != 0:
+                raise DistLtoError(
+                    f"index step failed: {command[0]} {children.describe_status(done.status)}",
+                    status=children.action_status(done.status),
+                    detail=stderr,
+                )
+            publish(staging, layout)
+        finally:
+            shutil.rmtree(staging_dir, ignore_errors=True)
     finally:
-        shutil.rmtree(staging.index_dir, ignore_errors=True)
+        if own is not None:
+            own.release()
     if stderr:
         sys.stderr.write(stderr)
+
+
+def _staging_names(index_dir: str) -> list[str]:
+    try:
+        names = os.listdir(index_dir or ".")
+    except OSError:
+        return []
+    return [n for n in names if n.startswith(STAGING_PREFIX) and n.endswith(STAGING_SUFFIX)]
+
+
+def _remove_stale_staging(index_dir: str, line: list[str]) -> None:
+    """Remove the staging directories killed runs left (the caller holds the directory),
+    except one that holds a path of the link line: that is somebody's input."""
+    for name in _staging_names(index_dir):
+        stale = os.path.realpath(os.path.join(index_dir or ".", name)) + "/"
+        if not any(
+            os.path.realpath(arg).startswith(stale)
+            for arg in line
+            if arg and not arg.startswith("-") and "\0" not in arg
+        ):
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+class Hold:
+    """One `plan`'s hold on its index directory, from its index step to its last plan:
+    two at once would remove each other's index list and move files under each other.
+    An advisory `flock` on the directory itself, so no file of ours sits among the
+    outputs, and a killed holder's lock goes with it."""
+
+    def __init__(self, index_dir: str) -> None:
+        self.directory = index_dir or "."
+        self.fd = -1
+
+    def take(self, create: bool) -> None:
+        """Hold the directory (made first with `create`; a missing one is not held
+        otherwise), or fail at once saying it is busy."""
+        import fcntl
+
+        if self.fd >= 0:
+            return
+        if create:
+            try:
+                os.makedirs(self.directory, exist_ok=True)
+            except OSError as err:
+                raise BadInput(
+                    f"{self.directory}: cannot create the index directory: {err.strerror}"
+                ) from None
+        try:
+            fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            if create:
+                raise
+            return  # a replay of a directory that is not there fails on reading it
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise BadInput(
+                f"{self.directory}: busy: another `dist-lto plan` is planning into this"
+                " index directory; run one at a time"
+            ) from None
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+@contextlib.contextmanager
+def holding(index_dir: str, replay: bool) -> Iterator[Hold]:
+    """A `Hold` on `index_dir` for one `plan`, released at the end: taken at once for a
+    replay, by `run` (after the checks, which must change nothing) otherwise."""
+    hold = Hold(index_dir)
+    try:
+        if replay:
+            hold.take(create=False)
+        yield hold
+    finally:
+        hold.release()
 
 
 def publish(staging: Layout, layout: Layout) -> None:
@@ -237,6 +331,7 @@ class ImportsPrefetch:
         self.pid = os.fork()
         if self.pid == 0:  # the prefetcher: never returns
             try:
+                children.forked()
                 for entry in read_bytes(list_file).split(b"\n"):
                     if entry:
                         with contextlib.suppress(OSError):

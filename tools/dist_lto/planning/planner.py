@@ -202,10 +202,10 @@ class Planner:
 
         return linkline.render(self.meta, lambda o: o.path, archive_args)
 
-    def run_index(self, command: list[str]) -> None:
+    def run_index(self, command: list[str], hold: index_step.Hold) -> None:
+        line = self.index_line(index_step.is_raw_linker(command))
         try:
-            line = self.index_line(index_step.is_raw_linker(command))
-            index_step.run(command, line, self.layout, self.declaration_imports)
+            index_step.run(command, line, self.layout, self.declaration_imports, hold)
         except DistLtoError:
             for module in self.modules.values():
                 if module.index_src and module.index_src == module.index_dst:
@@ -506,8 +506,8 @@ def indexed(
     (archive plans, final line, link plan) the caller writes from `Planner.archive_plan`,
     `final_line` and `link_plan`."""
     try:
-        with _collector_paused():
-            planner = _checked(meta, command, replay=False, large=jobs != 1)
+        with _collector_paused(), index_step.holding(meta.index_dir, replay=False) as hold:
+            planner = _checked(meta, command, hold, replay=False, large=jobs != 1)
             _object_plans(
                 planner,
                 lambda share: write_objects(planner, share),
@@ -522,18 +522,22 @@ def indexed(
 def _plan(
     meta_path: str, command: list[str], *, replay: bool, jobs: int, declarations: bool
 ) -> None:
-    planner = _checked(
-        read_meta(meta_path),
-        command,
-        replay=replay,
-        large=jobs != 1,
-        declarations=declarations,
-    )
-    _write_plans(planner, command, jobs)
+    meta = read_meta(meta_path)
+    with index_step.holding(meta.index_dir, replay) as hold:
+        planner = _checked(
+            meta, command, hold, replay=replay, large=jobs != 1, declarations=declarations
+        )
+        _write_plans(planner, command, jobs)
 
 
 def _checked(
-    meta: Meta, command: list[str], *, replay: bool, large: bool, declarations: bool = True
+    meta: Meta,
+    command: list[str],
+    hold: index_step.Hold,
+    *,
+    replay: bool,
+    large: bool,
+    declarations: bool = True,
 ) -> Planner:
     """A planner whose index step has run (or, replaying, had run) and been checked.
     `large`: for a large link, prefetch the `.imports` while checking."""
@@ -547,7 +551,7 @@ def _checked(
         planner.place_index_files()
         if not replay:
             planner.own_outputs_are_not_inputs()
-            planner.run_index(command)
+            planner.run_index(command, hold)
             if large:
                 prefetch = index_step.ImportsPrefetch(list_file)
         planner.check_index(replay)

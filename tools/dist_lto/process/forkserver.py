@@ -19,10 +19,10 @@ import os
 import sys
 
 from dist_lto import TYPE_CHECKING
-from dist_lto.backend import describe_status, exit_status, run_tool, spawn
 from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.fsutil import remove_quietly, temp_path_for
 from dist_lto.llvm.toolchain import which
+from dist_lto.process.children import describe_status, exit_status, reap, run_tool, spawn
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -122,7 +122,7 @@ def _build(compiler: str, output: str) -> None:
 class ForkServer:
     """One clang waiting to fork jobs; used by one thread at a time.
 
-    `run` has the contract of `backend.run_tool` (the distributor passes it to
+    `run` has the contract of `children.run_tool` (the distributor passes it to
     `run_backend`), except that it leaves stop signals to the caller: the distributor
     stops jobs through the pids that `on_start` receives.
     """
@@ -155,6 +155,9 @@ class ForkServer:
                     (os.POSIX_SPAWN_DUP2, moved, SERVER_FD),
                     (os.POSIX_SPAWN_DUP2, devnull, 2),  # a server that fails says so by leaving
                 ],
+                # In our group, like the jobs it forks: it ends, and kills its job, when
+                # its client goes (however it died), so it needs no guard.
+                own_group=False,
             )
         finally:
             os.close(devnull)
@@ -231,7 +234,7 @@ class ForkServer:
         self.sock.close()
         if self.pid:
             try:  # noqa: SIM105 (contextlib is an import for one use)
-                os.waitpid(self.pid, 0)
+                reap(self.pid)
             except ChildProcessError:
                 pass
             self.pid = 0

@@ -20,6 +20,7 @@ import orjson
 
 from dist_lto.errors import DistLtoError
 from dist_lto.fsutil import remove_output, write_failure
+from dist_lto.process import children
 
 _GO = b"g"
 
@@ -61,6 +62,7 @@ class _Worker:
         pid = os.fork()
         if pid == 0:  # the worker: never returns
             try:
+                children.forked()
                 os.close(up_r)
                 os.close(down_w)
                 if _report(up_w, part.read) and os.read(down_r, 1) == _GO:

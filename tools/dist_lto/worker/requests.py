@@ -10,16 +10,15 @@ itself in a child process, so its messages stay argparse's.
 """
 
 import os
-import subprocess
 import sys
 import threading
 
 from dist_lto import TYPE_CHECKING
-from dist_lto.backend import action_status
 from dist_lto.cli import error_report, internal_error_report
 from dist_lto.commands import opt
 from dist_lto.distribute.compilers import WorkerCompiler
 from dist_lto.errors import EXIT_INTERNAL, DistLtoError
+from dist_lto.process.children import CAPTURE, DEVNULL, action_status, run
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -179,11 +178,11 @@ def run_request(argv: list[str], pool: CompilerPool, running: Running) -> Reply:
 
 def _run_command(argv: list[str]) -> Reply:
     """The command itself, for arguments the worker leaves to argparse."""
-    proc = subprocess.run(
+    done = run(
         [sys.executable, "-S", "-E", _PACKAGE_MAIN, "opt", *argv],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
+        stdin=DEVNULL,
+        stdout=CAPTURE,
     )
     # A worker's reply has no stdout: what the command printed there (--print-command)
     # comes first in its stderr.
-    return Reply(action_status(proc.returncode), proc.stdout + proc.stderr)
+    return Reply(action_status(done.status), done.stdout + done.stderr)

@@ -9,12 +9,12 @@ every message.
 """
 
 import json
-import subprocess
 import threading
 import time
 from datetime import datetime
 
 from dist_lto.errors import EXIT_BAD_INPUT, DistLtoError
+from dist_lto.process import children
 
 DEFAULT_LIFETIME = 1800.0
 """Seconds headers without an `expires` are used (Bazel's default cache duration)."""
@@ -56,20 +56,21 @@ class CredentialHelper:
     def _ask(self) -> tuple[tuple[tuple[str, str], ...], float]:
         where = f"credential helper {self.program}"
         try:
-            proc = subprocess.run(
+            proc = children.run(
                 [self.program, "get"],
-                input=json.dumps({"uri": self.uri}).encode(),
-                capture_output=True,
+                stdin=json.dumps({"uri": self.uri}).encode(),
+                stdout=children.CAPTURE,
                 timeout=HELPER_TIMEOUT,
             )
-        except subprocess.TimeoutExpired:
+        except children.TimedOut:
             raise CredentialsFailed(f"{where}: no answer in {HELPER_TIMEOUT:.0f} s") from None
-        except OSError as err:
-            raise CredentialsFailed(f"{where}: cannot run it: {err.strerror}") from None
-        if proc.returncode != 0:
+        except children.CannotRun as err:
+            raise CredentialsFailed(f"{where}: cannot run it: {err.reason}") from None
+        if proc.status != 0:
             lines = proc.stderr.decode(errors="replace").strip().splitlines()
             said = f": {lines[-1]}" if lines else ""
-            raise CredentialsFailed(f"{where}: exited with status {proc.returncode}{said}")
+            how = children.describe_status(proc.status)
+            raise CredentialsFailed(f"{where}: {how}{said}")
         return parse_response(proc.stdout, where)
 
 

@@ -13,7 +13,7 @@ import os
 
 import grpc
 
-from dist_lto.backend import BackendFailed, describe_status, object_problem
+from dist_lto.backend import BackendFailed, object_problem
 from dist_lto.distribute.remote.cas import FileDigests, Store, check_blob, key, message_blob
 from dist_lto.distribute.remote.connection import Connection, RemoteFailed
 from dist_lto.distribute.remote.protos import re_pb2
@@ -21,6 +21,7 @@ from dist_lto.distribute.remote.settings import RemoteSettings
 from dist_lto.errors import EXIT_INTERNAL, BadInput
 from dist_lto.formats.jobfile import Job, JobFile
 from dist_lto.fsutil import install, remove_quietly, scratch_path_for
+from dist_lto.process.children import describe_status
 
 
 class RemoteResults:
