@@ -217,3 +217,17 @@ class Buck2:
             capture_output=True,
             timeout=120,
         )
+
+
+REPOSITORY_ONLY = (
+    "buck-out", "__pycache__", ".git", ".venv", ".cache", ".hypothesis", ".mypy_cache",
+    ".ruff_cache", ".pytest_cache", "*.egg-info", "build",
+)  # fmt: skip
+"""What a checkout holds that is not the repository's: outputs, caches, the venv."""
+
+
+def repository_as_cell(dest: Path) -> Path:
+    """This repository copied whole to `dest`, as a submodule of another project would
+    hold it (symbolic links inside it kept)."""
+    shutil.copytree(REPO, dest, symlinks=True, ignore=shutil.ignore_patterns(*REPOSITORY_ONLY))
+    return dest
