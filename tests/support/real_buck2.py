@@ -63,9 +63,10 @@ def real_rustc() -> str | None:
     return str(real) if real.exists() else found
 
 
-PROJECT_FILES = ("prelude", "tools/dist_lto", "platforms", "BUCK", ".buckconfig")
+PROJECT_FILES = ("prelude", "tools/dist_lto", "platforms", "BUCK", "project.bzl", ".buckconfig")
 """What a copy of this project needs to build with our rules: the prelude, the toolchain
-target (root BUCK) with the dist-lto sources it ships to actions, the platforms."""
+target (root BUCK, through project.bzl) with the dist-lto sources it ships to actions,
+the platforms."""
 
 
 def _not_sources(directory: str, names: list[str]) -> set[str]:
