@@ -12,3 +12,15 @@ cxx_library = _cxx_library
 prebuilt_cxx_library = _prebuilt_cxx_library
 rust_staticlib = _rust_staticlib
 llvm_toolchain = _llvm_toolchain
+
+# The same rules for macros in .bzl files, under the name Buck2's upstream prelude gives
+# its own: a macro of this repository tells which prelude it runs under by
+# `hasattr(native, "llvm_toolchain")` (when the repository is a cell of a project on
+# the upstream prelude, its own targets are not declared: docs/upstream-buck2.md).
+native = struct(
+    cxx_binary = _cxx_binary,
+    cxx_library = _cxx_library,
+    llvm_toolchain = _llvm_toolchain,
+    prebuilt_cxx_library = _prebuilt_cxx_library,
+    rust_staticlib = _rust_staticlib,
+)

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import orjson
 import pytest
-from dist_lto.report import drawing, model, text
+from dist_lto.report import drawing, model, text, timeline
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import browser, synthetic_link, workloads
 from support.budget import examples
 from support.lua_link import PREPARE_ARGV, lua_meta
 from support.slow import slow_fixture
-from support.tools import Llvm, run_cli
+from support.tools import REPO, Llvm, run_cli
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -366,3 +366,158 @@ def test_report_of_a_real_link_reads_in_a_real_browser(
     assert never is not None and f"Never-loaded members ({never[1]})" in page.headings
     browser.screenshot(chromium, root / "report.html", root / "report.png")
     _looks_drawn(root / "report.png", members_drawn=True)
+
+
+# ---------------------------------------------------------------------------------
+# Without a build system: LLD's job file, and where the time went
+
+
+@pytest.fixture
+def dtlto_link(tmp_path: Path, llvm: Llvm, dist_lto_cmd: list[str]) -> Path:
+    """examples/c linked through LLD's DTLTO and our distributor, stats.c and text.c in
+    an archive; the job file kept (`-Wl,--save-temps`) and the distributor's trace."""
+    root = tmp_path / "dtlto"
+    root.mkdir()
+    for source in ("main.c", "stats.c", "text.c", "stats.h"):
+        shutil.copy(REPO / "examples" / "c" / source, root / source)
+    for source in ("main.c", "stats.c", "text.c"):
+        subprocess.run([llvm.clang, "-flto=thin", "-O2", "-c", source], cwd=root, check=True)
+    subprocess.run([llvm.ar, "rcs", "libstats.a", "stats.o", "text.o"], cwd=root, check=True)
+    subprocess.run([llvm.clang, "-flto=thin", "-fuse-ld=lld", "-O2", "main.o", "libstats.a",
+                    "-lm", "-o", "prog", "-Wl,--save-temps",
+                    f"-fthinlto-distributor={dist_lto_cmd[0]}", "-Xthinlto-distributor=distribute",
+                    "-Xthinlto-distributor=--trace=t.json", "-Xthinlto-distributor=--no-cache"],
+                   cwd=root, check=True, capture_output=True)  # fmt: skip
+    return root
+
+
+def job_file_of(root: Path) -> str:
+    (found,) = root.glob("prog.*.dist-file.json")
+    return found.name
+
+
+def test_a_dtlto_job_file_is_inspected_with_members_named_as_linkers_name_them(
+    dtlto_link: Path,
+) -> None:
+    job_file = job_file_of(dtlto_link)
+    done = run_cli(["inspect", job_file], cwd=dtlto_link)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"DTLTO job file: {job_file}"
+    assert "archives: 1, members: 2 (2 used bitcode, 0 native, 0 bitcode never loaded)" in lines
+    assert "backends: 3" in lines and lines[-1] == "linker output: prog"
+    most = lines.index("most-imported modules (imported by how many backends, top 10):")
+    assert sorted(lines[most + 1 : most + 3]) == [
+        "       1  libstats.a(stats.o)", "       1  libstats.a(text.o)"]  # fmt: skip
+    longest = lines.index("longest backends by input size (module + imports, top 10):")
+    main_input = sum((dtlto_link / job).stat().st_size for job in ["main.o"]) + sum(
+        p.stat().st_size for p in dtlto_link.glob("libstats.a(*.o at *).*.o")
+        if "native" not in p.name)  # fmt: skip
+    assert lines[longest + 1].split() == [f"{main_input / 1024:.1f}", "KiB", "main.o", "(2",
+                                          "imports)"]  # fmt: skip
+    done = run_cli(["inspect", job_file, "--focus", "libstats.a(text.o)", "--dot", "g.dot"],
+                   cwd=dtlto_link)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert 'label="libstats.a(text.o)", shape=ellipse, style=bold' in (
+        dtlto_link / "g.dot").read_text()  # fmt: skip
+
+
+def test_a_trace_gives_the_longest_backends_and_the_critical_path(dtlto_link: Path) -> None:
+    done = run_cli(["inspect", job_file_of(dtlto_link), "--trace", "t.json"], cwd=dtlto_link)
+    assert done.returncode == 0, done.stderr
+    trace = orjson.loads((dtlto_link / "t.json").read_bytes())["traceEvents"]
+    jobs = [e for e in trace if e.get("cat") == "job"]
+    section = done.stdout.split("where the time went (t.json): ")[1].splitlines()
+    assert section[1] == "longest backends (top 10):"
+    shown = [float(line.split()[0]) for line in section[2:5]]
+    assert shown == sorted((round(e["dur"] / 1e6, 3) for e in jobs), reverse=True)
+    assert all(re.search(r"(main\.o|libstats\.a\((stats|text)\.o\)) \(\w+, worker \d\)$", line)
+               for line in section[2:5])  # fmt: skip
+    assert section[5].startswith("critical path (")
+    path = [line.split() for line in section[6:]]
+    assert path and all(step[0] == "at" for step in path)
+    starts = [float(step[1]) for step in path]
+    assert starts == sorted(starts)
+    last = max(jobs, key=lambda e: e["ts"] + e["dur"])
+    assert float(path[-1][1]) == round(last["ts"] / 1e6, 3)
+    assert {step[-1] for step in path} == {f"{last['tid']})"}  # one worker, in a row
+
+
+def timeline_of(*slices: tuple[str, int, int, int]) -> timeline.Timeline:
+    """(name, thread, start, duration) slices; thread 0 is the final link's."""
+    jobs = tuple(timeline.Slice(n, "compiled", t, s, d) for n, t, s, d in slices if t)
+    link = next((timeline.Slice(n, "link", 0, s, d) for n, t, s, d in slices if not t), None)
+    return timeline.Timeline("t.json", jobs, link, {})
+
+
+@pytest.mark.parametrize(
+    ("slices", "path"),
+    [([("a", 1, 0, 10), ("b", 1, 10, 20), ("c", 2, 0, 25), ("d", 2, 26, 2)], ["a", "b"]),
+     ([("a", 1, 0, 10), ("b", 1, 10, 20), ("c", 2, 0, 25), ("d", 2, 26, 14)], ["c", "d"]),
+     ([("a", 1, 0, 10), ("b", 1, 10, 20), ("c", 2, 0, 25), ("d", 2, 26, 2),
+       ("final link", 0, 31, 4)], ["a", "b", "final link"]),
+     ([("a", 1, 0, 10), ("b", 1, 50, 20), ("c", 2, 0, 60)], ["a", "b"])],
+)  # fmt: skip
+def test_the_critical_path_follows_each_worker_back_from_the_last_end(
+    slices: list[tuple[str, int, int, int]], path: list[str]
+) -> None:
+    """The last slice to end, then, on its worker, each job before it (a gap between
+    two is the worker's own time, on the path too); the final link waits for the job
+    that ended last before it started."""
+    found = timeline_of(*slices).critical_path()
+    assert [s.name for s in found] == path
+
+
+def test_a_trace_of_the_final_link_ends_the_critical_path(
+    captured: Path, llvm: Llvm, dist_lto_cmd: list[str]
+) -> None:
+    done = subprocess.run([*dist_lto_cmd, "link", "--trace=t.json", "--no-cache", "meta.json",
+                           "--", llvm.clang, "-fuse-ld=lld", "-O2", "-o", "app"],
+                          cwd=captured, capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    done = run_cli(["inspect", "meta.json", "--trace", "t.json"], cwd=captured)
+    assert done.returncode == 0, done.stderr
+    path = done.stdout.split("critical path (")[1].splitlines()[1:]
+    assert path[-1].endswith("final link (link, link)")
+    assert any("libutil.a(util.o)" in line or "libtext.a(text.o)" in line or "obj/main.o" in line
+               for line in path[:-1])  # fmt: skip
+
+
+def test_a_trace_of_another_link_or_not_a_trace_is_bad_input(
+    captured: Path, dtlto_link: Path
+) -> None:
+    shutil.copy(dtlto_link / "t.json", captured / "other.json")
+    done = run_cli(["inspect", "meta.json", "--trace", "other.json"], cwd=captured)
+    assert (done.returncode, done.stderr) == (
+        2,
+        "dist-lto inspect: error: other.json: none of its 3 jobs is a module of meta.json\n",
+    )
+    (captured / "bad.json").write_text('{"traceEvents": 3}')
+    done = run_cli(["inspect", "meta.json", "--trace", "bad.json"], cwd=captured)
+    assert (done.returncode, done.stderr) == (
+        2,
+        "dist-lto inspect: error: bad.json: /traceEvents: expected array, got integer\n",
+    )
+
+
+def test_report_with_a_trace_draws_the_critical_path_in_a_real_browser(
+    dtlto_link: Path, chromium: str
+) -> None:
+    done = run_cli(["inspect", job_file_of(dtlto_link), "--trace", "t.json", "--html",
+                    "report.html"], cwd=dtlto_link)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    page = _page(dtlto_link / "report.html")
+    assert page.outside == []
+    assert page.headings[:3] == [
+        "Where the time went (t.json)",
+        "Longest backends (top 10)",
+        f"Critical path ({done.stdout.count('  at ')} slices)",
+    ]
+    assert "<code>libstats.a(text.o)</code>" in (dtlto_link / "report.html").read_text()
+    browser.screenshot(chromium, dtlto_link / "report.html", dtlto_link / "report.png")
+    counts = browser.colours(dtlto_link / "report.png")
+    red = tuple(int(drawing.CRITICAL_COLOUR[i : i + 2], 16) for i in (1, 3, 5))
+    assert counts[red] > 200, "no critical path drawn"
+    assert counts[tuple(int(drawing.SLICE_COLOUR[i : i + 2], 16) for i in (1, 3, 5))] > 0 or (
+        done.stdout.count("  at ") == 3
+    ), "no other job drawn"

@@ -63,9 +63,10 @@ def real_rustc() -> str | None:
     return str(real) if real.exists() else found
 
 
-PROJECT_FILES = ("prelude", "tools/dist_lto", "platforms", "BUCK", ".buckconfig")
+PROJECT_FILES = ("prelude", "tools/dist_lto", "platforms", "BUCK", "project.bzl", ".buckconfig")
 """What a copy of this project needs to build with our rules: the prelude, the toolchain
-target (root BUCK) with the dist-lto sources it ships to actions, the platforms."""
+target (root BUCK, through project.bzl) with the dist-lto sources it ships to actions,
+the platforms."""
 
 
 def _not_sources(directory: str, names: list[str]) -> set[str]:
@@ -217,3 +218,17 @@ class Buck2:
             capture_output=True,
             timeout=120,
         )
+
+
+REPOSITORY_ONLY = (
+    "buck-out", "__pycache__", ".git", ".venv", ".cache", ".hypothesis", ".mypy_cache",
+    ".ruff_cache", ".pytest_cache", "*.egg-info", "build",
+)  # fmt: skip
+"""What a checkout holds that is not the repository's: outputs, caches, the venv."""
+
+
+def repository_as_cell(dest: Path) -> Path:
+    """This repository copied whole to `dest`, as a submodule of another project would
+    hold it (symbolic links inside it kept)."""
+    shutil.copytree(REPO, dest, symlinks=True, ignore=shutil.ignore_patterns(*REPOSITORY_ONLY))
+    return dest
