@@ -28,7 +28,9 @@ Records:
 Subcommands:
 
     predict RECORD [--wall S] [--workers 10,100,1000] [--overhead O] [--label L]
-        prints `farm-model/<L>/<W>: predicted P s` per W and the in-process figures
+            [--times K [--largest S]]
+        prints `farm-model/<L>/<W>: predicted P s` per W and the in-process figures;
+        with --times, for a program K times as large as the record's (`extrapolated`)
     check [--n 500]
         on a BuildBarn engine started here (loopback, one then two workers, each one
         action at a time): `o` from Lua's link with one worker, then for the generated
@@ -124,6 +126,21 @@ def from_buck2_log(lines: list[str]) -> Record:
         raise ValueError("the event log has no opt actions that ran")
     opts.sort(key=lambda o: o[0])
     return Record(local=local, backends=tuple(d for _, d in opts))
+
+
+def extrapolated(record: Record, times: int, largest: float | None) -> Record:
+    """`record` for a program `times` as large made of the same kinds of modules and one
+    very large module: every other backend `times` over, in the record's order, the
+    largest once (taking `largest` seconds, if given: it grows its own way), the local
+    steps `times` as long (the index step and final link grow with the modules)."""
+    big = record.backends.index(max(record.backends))
+    backends: list[float] = []
+    for i, d in enumerate(record.backends):
+        if i == big:
+            backends.append(d if largest is None else largest)
+        else:
+            backends += [d] * times
+    return Record(local=record.local * times, backends=tuple(backends))
 
 
 def read_record(path: Path, wall: float | None) -> Record:
@@ -273,12 +290,16 @@ def main() -> int:
     p.add_argument("--workers", default="10,100,1000")
     p.add_argument("--overhead", type=float, default=0.0, help="per-action overhead in s")
     p.add_argument("--label", default="")
+    p.add_argument("--times", type=int, default=1, help="extrapolate to a program K times larger")
+    p.add_argument("--largest", type=float, help="with --times: the largest backend's seconds")
     c = sub.add_parser("check", help="predicted against measured on BuildBarn")
     c.add_argument("--n", type=int, default=500, help="modules of the generated workload")
     c.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
     if args.command == "predict":
         record = read_record(args.record, args.wall)
+        if args.times > 1 or args.largest is not None:
+            record = extrapolated(record, args.times, args.largest)
         workers = [int(w) for w in args.workers.split(",")]
         report_predictions(args.label or args.record.stem, record, workers, args.overhead)
     else:

@@ -85,3 +85,11 @@ def test_a_buck2_event_log_gives_opt_actions_in_start_order_and_plan_and_link_as
     record = fm.from_buck2_log(lines)
     assert record.backends == (3.0, 1.0)
     assert record.local == pytest.approx(0.75)
+
+
+def test_an_extrapolated_record_repeats_every_backend_but_the_largest() -> None:
+    record = fm.Record(local=0.5, backends=(1.0, 4.0, 2.0))
+    bigger = fm.extrapolated(record, 3, largest=6.0)
+    assert bigger.backends == (1.0, 1.0, 1.0, 6.0, 2.0, 2.0, 2.0)
+    assert bigger.local == pytest.approx(1.5)
+    assert fm.extrapolated(record, 2, None).backends == (1.0, 1.0, 4.0, 2.0, 2.0)
