@@ -1,0 +1,311 @@
+#!/usr/bin/env python3
+"""What a build farm gives: a link's wall time with W remote workers, from its own record.
+
+The model. A distributed ThinLTO link is an index step and a final link on the local
+machine with the backends between them. Given one build's record, each backend's
+measured time `d` and the order the rules or the distributor issue them, W workers
+take the backends in that order, each the next one as soon as one is free (list
+scheduling), each backend occupying its worker for `d + o`, where `o` is a per-action
+remote overhead (upload, queue, download, the worker's own setup) measured on
+BuildBarn. So
+
+    wall(W) = local + makespan(list-schedule(d_1 + o, ..., d_n + o; W))
+
+`local` is the index step, the final link and whatever else the link runs on this
+machine. In-process ThinLTO on C cores is modelled as `local + max(sum(d) / C, max(d))`:
+its backends' CPU over its threads, the largest backend as the floor. Assumed: the
+workers are as fast as the machine that recorded `d`; the engine is not the
+bottleneck; the local steps do not change with W.
+
+Records:
+- a `dist-lto distribute --trace` of the link (its job slices give `d` and the issue
+  order; `--wall S`, the link's measured wall time, gives `local` as S minus the
+  trace's span of jobs, which with one job at a time is the sum of `d`);
+- a Buck2 event log (`buck2 log show`, e.g. one kept by `bench/scale.py --records`):
+  the opt actions' times in the order they started, the plan action (index step) and
+  the final link action as `local`.
+
+Subcommands:
+
+    predict RECORD [--wall S] [--workers 10,100,1000] [--overhead O] [--label L]
+            [--times K [--largest S]]
+        prints `farm-model/<L>/<W>: predicted P s` per W and the in-process figures;
+        with --times, for a program K times as large as the record's (`extrapolated`)
+    check [--n 500]
+        on a BuildBarn engine started here (loopback, one then two workers, each one
+        action at a time): `o` from Lua's link with one worker, then for the generated
+        workload and zstd, `farm-model/<workload>/<W>: predicted P s, measured M s`
+        for W = 1 and 2 (each link's record: a one-job local run's trace)
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+OPT_CATEGORIES = (
+    "thin_lto_opt",
+    "thin_lto_opt_object_executable",
+    "thin_lto_opt_archive_executable",
+)
+"""Opt actions (one backend each) of our rules and of upstream's."""
+INDEX_CATEGORIES = ("thin_lto_plan", "thin_lto_index_executable")
+FINAL_LINK_CATEGORIES = ("thin_lto_link", "thin_lto_link_executable")
+
+
+@dataclass(frozen=True)
+class Record:
+    """One link as the model sees it: local seconds and the backends' seconds in the
+    order they are issued."""
+
+    local: float
+    backends: tuple[float, ...]
+
+
+def makespan(durations: list[float] | tuple[float, ...], workers: int, overhead: float) -> float:
+    """List scheduling: each backend, in order, goes to the worker free first."""
+    if not durations:
+        return 0.0
+    free = [0.0] * min(workers, len(durations))
+    for d in durations:
+        heapq.heappush(free, heapq.heappop(free) + d + overhead)
+    return max(free)
+
+
+def predict(record: Record, workers: int, overhead: float) -> float:
+    return record.local + makespan(record.backends, workers, overhead)
+
+
+def in_process(record: Record, threads: int) -> float:
+    if not record.backends:
+        return record.local
+    return record.local + max(sum(record.backends) / threads, max(record.backends))
+
+
+def from_trace(trace: dict, wall: float) -> Record:
+    """A record from a `distribute --trace` document and the link's wall time."""
+    jobs = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "job"]
+    if not jobs:
+        raise ValueError("the trace has no job slices")
+    jobs.sort(key=lambda e: e["ts"])
+    span = (max(e["ts"] + e["dur"] for e in jobs) - jobs[0]["ts"]) / 1e6
+    return Record(local=wall - span, backends=tuple(e["dur"] / 1e6 for e in jobs))
+
+
+def from_buck2_log(lines: list[str]) -> Record:
+    """A record from `buck2 log show`: opt actions in the order they started, the index
+    step and the final link as the local part."""
+    opts: list[tuple[float, float]] = []
+    local = 0.0
+    for line in lines:
+        if '"SpanEnd"' not in line or '"ActionExecution"' not in line:
+            continue
+        action = orjson.loads(line)["Event"]["data"]["SpanEnd"]["data"]["ActionExecution"]
+        category = action["name"]["category"]
+        seconds = action.get("wall_time_us", 0) / 1e6
+        if category in OPT_CATEGORIES:
+            commands = action.get("commands") or [{}]
+            start = commands[-1].get("details", {}).get("metadata", {}).get("start_time", [0, 0])
+            opts.append((start[0] + start[1] / 1e9, seconds))
+        elif category in INDEX_CATEGORIES or category in FINAL_LINK_CATEGORIES:
+            local += seconds
+    if not opts:
+        raise ValueError("the event log has no opt actions that ran")
+    opts.sort(key=lambda o: o[0])
+    return Record(local=local, backends=tuple(d for _, d in opts))
+
+
+def extrapolated(record: Record, times: int, largest: float | None) -> Record:
+    """`record` for a program `times` as large made of the same kinds of modules and one
+    very large module: every other backend `times` over, in the record's order, the
+    largest once (taking `largest` seconds, if given: it grows its own way), the local
+    steps `times` as long (the index step and final link grow with the modules)."""
+    big = record.backends.index(max(record.backends))
+    backends: list[float] = []
+    for i, d in enumerate(record.backends):
+        if i == big:
+            backends.append(d if largest is None else largest)
+        else:
+            backends += [d] * times
+    return Record(local=record.local * times, backends=tuple(backends))
+
+
+def read_record(path: Path, wall: float | None) -> Record:
+    if path.suffix == ".jsonl":
+        return from_buck2_log(path.read_text().splitlines())
+    if wall is None:
+        raise SystemExit(f"{path}: a distribute trace needs --wall (the link's wall time)")
+    return from_trace(orjson.loads(path.read_bytes()), wall)
+
+
+def report_predictions(label: str, record: Record, workers: list[int], overhead: float) -> None:
+    d = record.backends
+    print(f"# {label}: {len(d)} backends, sum {sum(d):.1f} s, largest {max(d):.2f} s,"
+          f" local {record.local:.2f} s, overhead {overhead * 1000:.0f} ms per action")  # fmt: skip
+    for w in workers:
+        print(f"farm-model/{label}/{w}: predicted {predict(record, w, overhead):.1f} s")
+    for cores in (2, 64):
+        print(f"farm-model/{label}/inprocess-{cores}-cores: predicted"
+              f" {in_process(record, cores):.1f} s")  # fmt: skip
+    big = max(workers)
+    span = makespan(d, big, overhead)
+    print(f"# at W = {big}: local {record.local:.2f} s, backends {span:.2f} s"
+          f" (the largest backend {max(d):.2f} s + overhead)")  # fmt: skip
+
+
+# -- the check on BuildBarn ------------------------------------------------------------
+
+
+DIST_LTO = str(Path(sys.executable).parent / "dist-lto")
+
+
+@dataclass
+class Link:
+    """A link to time: its directory, its inputs and flags."""
+
+    name: str
+    root: Path
+    inputs: list[str]
+
+    def run(self, distribute: list[str]) -> float:
+        from support import workloads
+
+        (self.root / "prog").unlink(missing_ok=True)
+        started = time.monotonic()
+        proc = subprocess.run(
+            [workloads.CLANG, "-flto=thin", "-fuse-ld=lld", "-O2", *self.inputs, "-o", "prog",
+             f"-fthinlto-distributor={DIST_LTO}", "-Xthinlto-distributor=distribute",
+             *(f"-Xthinlto-distributor={a}" for a in distribute)],
+            cwd=self.root, capture_output=True, text=True,
+        )  # fmt: skip
+        seconds = time.monotonic() - started
+        if proc.returncode != 0:
+            raise SystemExit(f"{self.name}: link failed ({' '.join(distribute)}):\n{proc.stderr}")
+        return seconds
+
+    def record(self, rounds: int = 2) -> Record:
+        """The link's record: one job at a time here, no cache, the faster of `rounds`."""
+        best: Record | None = None
+        for r in range(rounds):
+            trace = self.root / f"trace-{r}.json"
+            wall = self.run(["--jobs=1", "--no-cache", f"--trace={trace}"])
+            record = from_trace(orjson.loads(trace.read_bytes()), wall)
+            if (
+                best is None
+                or sum(record.backends) + record.local < sum(best.backends) + best.local
+            ):
+                best = record
+        assert best is not None
+        return best
+
+
+def workload_link(name: str, work: Path, n: int) -> Link:
+    """Lua or zstd from Debian's sources, or the generated workload of `n` modules."""
+    from support import workloads
+
+    if name in ("lua", "zstd"):
+        b = workloads.build(name, work / name)
+        return Link(name, b.root, [*b.objects, *b.native, *b.link_flags])
+    import gen_workload as gw
+
+    w = gw.generate(1, n)
+    pkg = work / "gen"
+    gw.write_sources(w, pkg)
+    includes = [f"-I{pkg / lib.name}" for lib in w.libraries]
+    units = ["app/main.c", *(f"{lib.name}/{s}" for lib in w.libraries for s in lib.sources)]
+    procs: list[subprocess.Popen[bytes]] = []
+    for unit in units:
+        cmd = [workloads.CLANG, "-O2", "-flto=thin", *includes, "-c", unit,
+               "-o", unit[:-2] + ".o"]  # fmt: skip
+        procs.append(subprocess.Popen(cmd, cwd=pkg))
+        if len(procs) >= 2 and procs.pop(0).wait() != 0:
+            raise SystemExit(f"compiling the generated workload failed ({unit})")
+    if any(p.wait() != 0 for p in procs):
+        raise SystemExit("compiling the generated workload failed")
+    return Link(f"generated-{n}", pkg, [u[:-2] + ".o" for u in units])
+
+
+def remote_link(link: Link, engine_address: str) -> float:
+    """One link with every backend on the engine: a new instance, so no action cache."""
+    instance = f"farm-{uuid.uuid4().hex[:8]}"
+    return link.run([f"--remote={engine_address}", f"--instance={instance}", "--jobs=16",
+                     "--no-cache"])  # fmt: skip
+
+
+def check(n: int, rounds: int) -> None:
+    from support import buildbarn
+
+    buildbarn.build()
+    with tempfile.TemporaryDirectory(prefix="farm-model-") as tmp:
+        work = Path(tmp)
+        links = {name: workload_link(name, work, n) for name in ("lua", "generated", "zstd")}
+        records = {name: link.record() for name, link in links.items()}
+        engine = buildbarn.start(work / "engine", workers=1)
+        try:
+            measured: dict[tuple[str, int], float] = {}
+            for workers in (1, 2):
+                if workers == 2:
+                    engine.start_worker("w2")
+                for name, link in links.items():
+                    walls = [remote_link(link, engine.address) for _ in range(rounds)]
+                    measured[(name, workers)] = statistics.median(walls)
+        finally:
+            engine.stop()
+    lua = records["lua"]
+    overhead = (measured[("lua", 1)] - lua.local - sum(lua.backends)) / len(lua.backends)
+    print(f"# per-action remote overhead from Lua with one worker: {overhead * 1000:.0f} ms"
+          f" ({len(lua.backends)} backends, measured {measured[('lua', 1)]:.2f} s)")  # fmt: skip
+    for name in ("generated", "zstd"):
+        r = records[name]
+        label = links[name].name
+        print(f"# {label}: {len(r.backends)} backends, sum {sum(r.backends):.2f} s,"
+              f" largest {max(r.backends):.2f} s, local {r.local:.2f} s")  # fmt: skip
+        for workers in (1, 2):
+            p, m = predict(r, workers, overhead), measured[(name, workers)]
+            print(f"farm-model/{label}/{workers}: predicted {p:.1f} s, measured {m:.1f} s"
+                  f" ({(p - m) / m:+.0%})")  # fmt: skip
+    p, m = predict(lua, 2, overhead), measured[("lua", 2)]
+    print(f"farm-model/lua/2: predicted {p:.1f} s, measured {m:.1f} s ({(p - m) / m:+.0%})")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("predict", help="predictions from one record")
+    p.add_argument("record", type=Path, help="a Buck2 event log (.jsonl) or a distribute trace")
+    p.add_argument("--wall", type=float, help="the traced link's wall time in s")
+    p.add_argument("--workers", default="10,100,1000")
+    p.add_argument("--overhead", type=float, default=0.0, help="per-action overhead in s")
+    p.add_argument("--label", default="")
+    p.add_argument("--times", type=int, default=1, help="extrapolate to a program K times larger")
+    p.add_argument("--largest", type=float, help="with --times: the largest backend's seconds")
+    c = sub.add_parser("check", help="predicted against measured on BuildBarn")
+    c.add_argument("--n", type=int, default=500, help="modules of the generated workload")
+    c.add_argument("--rounds", type=int, default=1)
+    args = parser.parse_args()
+    if args.command == "predict":
+        record = read_record(args.record, args.wall)
+        if args.times > 1 or args.largest is not None:
+            record = extrapolated(record, args.times, args.largest)
+        workers = [int(w) for w in args.workers.split(",")]
+        report_predictions(args.label or args.record.stem, record, workers, args.overhead)
+    else:
+        check(args.n, args.rounds)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""The farm model (bench/farm_model.py): its scheduler and its readers of build records,
+on hand-made records whose answers can be worked out by hand."""
+
+from __future__ import annotations
+
+import sys
+
+import orjson
+import pytest
+from support.tools import REPO
+
+sys.path.insert(0, str(REPO / "bench"))  # what is tested here is the benchmark's model
+import farm_model as fm
+
+
+def test_backends_go_in_issue_order_to_the_worker_free_first() -> None:
+    # w1: 4+.5 -> 4.5, then 2+.5 -> 7.0; w2: 3+.5 -> 3.5, then 2+.5 -> 6.0, then 1+.5 -> 7.5
+    assert fm.makespan([4, 3, 2, 2, 1], 2, 0.5) == pytest.approx(7.5)
+    # issued smallest first, the big one lands last: 1, 2, 2 | 3 then 4 on the worker free first
+    assert fm.makespan([1, 2, 2, 3, 4], 2, 0.5) == pytest.approx(8.5)
+
+
+def test_one_worker_runs_everything_in_turn_and_many_are_floored_by_the_largest() -> None:
+    backends = [4.0, 3.0, 2.0, 2.0, 1.0]
+    assert fm.makespan(backends, 1, 0.25) == pytest.approx(12 + 5 * 0.25)
+    assert fm.makespan(backends, 1000, 0.25) == pytest.approx(4.25)
+    assert fm.makespan([], 10, 0.25) == 0.0
+
+
+def test_wall_time_adds_the_local_steps_and_in_process_is_cpu_over_threads_or_the_largest() -> None:
+    record = fm.Record(local=1.5, backends=(4.0, 3.0, 2.0, 2.0, 1.0))
+    assert fm.predict(record, 2, 0.5) == pytest.approx(1.5 + 7.5)
+    assert fm.in_process(record, 2) == pytest.approx(1.5 + 6.0)
+    assert fm.in_process(record, 64) == pytest.approx(1.5 + 4.0)
+
+
+def _slice(name: str, cat: str, ts: int, dur: int) -> dict:
+    return {"name": name, "cat": cat, "ph": "X", "ts": ts, "dur": dur, "pid": 1, "tid": 1}
+
+
+def test_a_distribute_trace_gives_the_jobs_in_start_order_and_the_rest_as_local() -> None:
+    trace = {
+        "traceEvents": [
+            {"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "d"}},
+            _slice("b.o", "job", 2_000_000, 1_000_000),
+            _slice("compile", "compile", 2_000_100, 999_000),
+            _slice("a.o", "job", 0, 2_000_000),
+        ]
+    }
+    record = fm.from_trace(trace, wall=4.0)
+    assert record.backends == (2.0, 1.0)
+    assert record.local == pytest.approx(1.0)
+
+
+def _action(category: str, wall_us: int, start: int) -> str:
+    event = {
+        "Event": {
+            "data": {
+                "SpanEnd": {
+                    "duration_us": wall_us,
+                    "data": {
+                        "ActionExecution": {
+                            "name": {"category": category, "identifier": "x"},
+                            "execution_kind": 1,
+                            "wall_time_us": wall_us,
+                            "commands": [{"details": {"metadata": {"start_time": [start, 0]}}}],
+                        }
+                    },
+                }
+            }
+        }
+    }
+    return orjson.dumps(event).decode()
+
+
+def test_a_buck2_event_log_gives_opt_actions_in_start_order_and_plan_and_link_as_local() -> None:
+    lines = [
+        _action("cxx_compile", 9_000_000, 1),
+        _action("thin_lto_plan", 500_000, 10),
+        _action("thin_lto_opt", 1_000_000, 13),
+        _action("thin_lto_opt_archive_executable", 3_000_000, 11),
+        _action("thin_lto_link", 250_000, 20),
+        "not an event",
+    ]
+    record = fm.from_buck2_log(lines)
+    assert record.backends == (3.0, 1.0)
+    assert record.local == pytest.approx(0.75)
+
+
+def test_an_extrapolated_record_repeats_every_backend_but_the_largest() -> None:
+    record = fm.Record(local=0.5, backends=(1.0, 4.0, 2.0))
+    bigger = fm.extrapolated(record, 3, largest=6.0)
+    assert bigger.backends == (1.0, 1.0, 1.0, 6.0, 2.0, 2.0, 2.0)
+    assert bigger.local == pytest.approx(1.5)
+    assert fm.extrapolated(record, 2, None).backends == (1.0, 1.0, 4.0, 2.0, 2.0)
