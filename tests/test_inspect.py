@@ -373,6 +373,7 @@ def test_report_of_a_real_link_reads_in_a_real_browser(
 
 
 @pytest.fixture
+@slow_fixture
 def dtlto_link(tmp_path: Path, llvm: Llvm, dist_lto_cmd: list[str]) -> Path:
     """examples/c linked through LLD's DTLTO and our distributor, stats.c and text.c in
     an archive; the job file kept (`-Wl,--save-temps`) and the distributor's trace."""
@@ -521,3 +522,23 @@ def test_report_with_a_trace_draws_the_critical_path_in_a_real_browser(
     assert counts[tuple(int(drawing.SLICE_COLOUR[i : i + 2], 16) for i in (1, 3, 5))] > 0 or (
         done.stdout.count("  at ") == 3
     ), "no other job drawn"
+
+
+def test_the_meta_a_one_command_link_wrote_is_inspected_with_its_trace(
+    dtlto_link: Path, llvm: Llvm, dist_lto_cmd: list[str]
+) -> None:
+    """`dist-lto link --out-dir DIR -- LINK LINE` writes the meta itself: no build system
+    anywhere, members named from the archive it prepared."""
+    done = subprocess.run([*dist_lto_cmd, "link", "--out-dir", "app.lto", "--trace", "lt.json",
+                           "--quiet", "--", llvm.clang, "-fuse-ld=lld", "-O2", "main.o",
+                           "libstats.a", "-lm", "-o", "app"],
+                          cwd=dtlto_link, capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    done = run_cli(["inspect", "app.lto/meta.json", "--trace", "lt.json"], cwd=dtlto_link)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    most = lines.index("most-imported modules (imported by how many backends, top 10):")
+    assert sorted(lines[most + 1 : most + 3]) == [
+        "       1  libstats.a(stats.o)", "       1  libstats.a(text.o)"]  # fmt: skip
+    path = done.stdout.split("critical path (")[1].splitlines()[1:]
+    assert path[-1].endswith("final link (link, link)")
