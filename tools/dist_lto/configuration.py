@@ -180,10 +180,12 @@ def fill(
 
 def describe(sources: tuple[Source, ...]) -> str:
     """The precedence and each setting's variable and key, for `--help`."""
-    rows = [f"  {s.option:<22} {s.env or '(file only)':<29} {s.key}" for s in sources]
+    option = max(len(s.option) for s in sources)
+    env = max(len(s.env or "(file only)") for s in sources)
+    rows = [f"  {s.option:<{option}} {s.env or '(file only)':<{env}} {s.key}" for s in sources]
     return (
         "Settings: the command line first, then DIST_LTO_* environment variables, then\n"
         "the configuration file ($DIST_LTO_CONFIG, else $XDG_CONFIG_HOME/dist-lto/config.toml\n"
         "or ~/.config/dist-lto/config.toml; docs/configuration.md):\n"
-        f"  {'option':<22} {'environment':<29} file key\n" + "\n".join(rows)
+        f"  {'option':<{option}} {'environment':<{env}} file key\n" + "\n".join(rows)
     )
