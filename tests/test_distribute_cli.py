@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from dist_lto.commands import distribute
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from support.budget import examples
 from support.links import DtltoLink
@@ -87,6 +87,8 @@ def argparse_result(argv: list[str]) -> argparse.Namespace | None:
 
 
 @given(argv=command_lines())
+@example(argv=["--jobs=--", "x.json"])
+@example(argv=["--remote", "", "--remote-cache", "", "x.json"])
 @settings(max_examples=examples(400), deadline=None)
 def test_fast_parser_agrees_with_argparse(argv: list[str]) -> None:
     fast = distribute._parse_fast(argv)

@@ -84,6 +84,8 @@ def scan(
                     return None
                 value = argv[i]
                 i += 1
+            elif value == "--":
+                return None  # argparse drops a `--` even there: let it say what it means
             setattr(target, values[name], value)
         elif arg in flags:
             setattr(target, flags[arg], True)

@@ -101,7 +101,11 @@ def _parse_fast(argv: list[str]) -> Options | None:
     positional = scan(argv, opts, _VALUE_OPTIONS, _FLAG_OPTIONS)
     if positional is None or len(positional) != 1:
         return None
-    if (opts.no_cache and opts.cache_dir is not None) or (opts.verbose and opts.quiet):
+    if (
+        (opts.no_cache and opts.cache_dir is not None)
+        or (opts.verbose and opts.quiet)
+        or (opts.remote is not None and opts.remote_cache is not None)
+    ):
         return None  # argparse says they exclude each other
     opts.job_file = positional[0]
     return opts
