@@ -23,16 +23,26 @@ link into a wrong program: so every restore hashes what it copies and compares i
 the entry's sums, and an entry that differs (or lacks its sums) is evicted, recorded in
 `ResultCache.evicted` and treated as a miss. Every restored object is also checked like
 a compiled one (`backend.object_problem`).
+
+The cache stays inside itself: below its root, nothing is followed that is not a real
+directory or file (`_real_dir`, `O_NOFOLLOW`): a symbolic link planted among the entries,
+shards or temporaries is never read through, never written through and, when the cache
+deletes it, unlinked itself, so no lookup, prune or clear reads or deletes outside it.
 """
 
 import errno
 import hashlib
 import json
 import os
+import stat
 
+from dist_lto import TYPE_CHECKING
 from dist_lto.backend import object_problem
 from dist_lto.formats.jsonio import loads
 from dist_lto.fsutil import install, remove_quietly, scratch_path_for
+
+if TYPE_CHECKING:
+    from typing import BinaryIO
 
 LAYOUT = "v2"
 """v2: entries carry their outputs' sums (v1 entries had none and are never read)."""
@@ -77,9 +87,13 @@ class ResultCache:
         """(entry, what was wrong) for every damaged entry `restore` deleted."""
 
     def create(self) -> None:
-        """Make the directories; OSError if the cache cannot be used."""
+        """Make the directories; OSError if the cache cannot be used (one of them is a
+        symbolic link or not a directory)."""
         os.makedirs(self.entries, exist_ok=True)
         os.makedirs(self.tmp, exist_ok=True)
+        for path in (os.path.join(self.root, LAYOUT), self.entries, self.tmp):
+            if not _real_dir(path):
+                raise OSError(errno.ENOTDIR, "not a directory of the cache's own", path)
 
     def entry(self, key: str) -> str:
         return os.path.join(self.entries, key[:2], key)
@@ -93,6 +107,12 @@ class ResultCache:
         """
         entry = self.entry(key)
         temps: list[str] = []
+        if not _real_dir(os.path.dirname(entry)):
+            return False  # no shard, or a link where it should be: nothing of ours
+        if not _real_dir(entry):
+            if os.path.islink(entry):
+                return self._evict(entry, "it is a symbolic link, not the cache's own directory")
+            return False
         try:
             sums = read_sums(entry)
             problem = None
@@ -112,6 +132,11 @@ class ResultCache:
             if os.path.isdir(entry):  # entries appear and go whole: this one lost a file
                 return self._evict(entry, "a file of it is missing")
             return False  # no entry, or pruned while we read it
+        except OSError as err:
+            _remove_all(temps)
+            if err.errno != errno.ELOOP:
+                raise
+            return self._evict(entry, "a file of it is a symbolic link")
         except BaseException:
             _remove_all(temps)
             raise
@@ -146,7 +171,7 @@ class ResultCache:
         """Copy `outputs` into a new entry with their sums; a link that stored the same
         key first wins."""
         entry = self.entry(key)
-        if os.path.isdir(entry):
+        if os.path.lexists(entry) or not _real_dir(self.tmp):
             return
         staging = os.path.join(self.tmp, f"{key}.{os.getpid()}.{os.urandom(4).hex()}")
         os.mkdir(staging)
@@ -157,6 +182,9 @@ class ResultCache:
             with open(os.path.join(staging, SUMS), "wb") as f:
                 f.write(json.dumps([{"size": n, "sha256": h} for n, h in sums]).encode())
             os.makedirs(os.path.dirname(entry), exist_ok=True)
+            if not _real_dir(os.path.dirname(entry)):
+                _remove_tree(staging)  # a link where the shard should be: store nothing
+                return
             try:
                 os.rename(staging, entry)
             except OSError as err:
@@ -179,7 +207,7 @@ class ResultCache:
         import time
 
         now = time.time()
-        for name in _listdir(self.tmp):
+        for name in _listdir(self.tmp) if _real_dir(self.tmp) else []:
             path = os.path.join(self.tmp, name)
             try:
                 if now - os.lstat(path).st_mtime > STALE_TEMP_SECONDS:
@@ -291,25 +319,34 @@ class ResultCache:
 
     def _scan(self) -> list[tuple[int, int, str]]:
         """(last use in ns, size, path) of every entry."""
-        found = []
+        found: list[tuple[int, int, str]] = []
+        if not (_real_dir(os.path.join(self.root, LAYOUT)) and _real_dir(self.entries)):
+            return found  # a link where the cache's own directory should be: not ours
         for shard in _listdir(self.entries):
             shard_path = os.path.join(self.entries, shard)
+            if not _real_dir(shard_path):
+                continue
             for key in _listdir(shard_path):
                 path = os.path.join(shard_path, key)
                 try:
-                    used = os.stat(path).st_mtime_ns
+                    info = os.lstat(path)
+                    if not stat.S_ISDIR(info.st_mode):
+                        continue  # a link (or file) among the entries: never followed
                     size = sum(
-                        os.stat(os.path.join(path, f)).st_size
+                        os.lstat(os.path.join(path, f)).st_size
                         for f in os.listdir(path)
                         if f != SUMS  # outputs only: what the size limit is about
                     )
                 except OSError:
                     continue  # deleted meanwhile
-                found.append((used, size, path))
+                found.append((info.st_mtime_ns, size, path))
         return found
 
     def _delete(self, entry: str) -> bool:
-        """Remove an entry: rename it away first, so it vanishes whole. False if it was gone."""
+        """Remove an entry: rename it away first, so it vanishes whole. False if it was gone
+        (or the temporaries' directory is not the cache's own)."""
+        if not _real_dir(self.tmp):
+            return False
         doomed = os.path.join(self.tmp, f"dead.{os.getpid()}.{os.urandom(6).hex()}")
         try:
             os.rename(entry, doomed)
@@ -365,7 +402,7 @@ def _copy(src: str, dst: str) -> tuple[int, str]:
     """Copy `src` to `dst`; the size and SHA-256 of what was copied."""
     h = hashlib.sha256()
     size = 0
-    with open(src, "rb") as fin, open(dst, "wb") as fout:
+    with _open_own(src) as fin, open(dst, "wb") as fout:
         while chunk := fin.read(1 << 20):
             h.update(chunk)
             size += len(chunk)
@@ -376,7 +413,7 @@ def _copy(src: str, dst: str) -> tuple[int, str]:
 def read_sums(entry: str) -> list[tuple[int, str]] | None:
     """The entry's recorded (size, SHA-256) per output; None when malformed.
     FileNotFoundError when the entry (or its sums) does not exist."""
-    with open(os.path.join(entry, SUMS), "rb") as f:
+    with _open_own(os.path.join(entry, SUMS)) as f:
         data = f.read()
     try:
         doc = loads(data)
@@ -397,8 +434,30 @@ def _listdir(path: str) -> list[str]:
         return []
 
 
+def _real_dir(path: str) -> bool:
+    """Whether `path` is a directory itself, not a symbolic link to one."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def _open_own(path: str) -> "BinaryIO":
+    """`path` opened for reading if it is a regular file itself: a symbolic link among an
+    entry's files is not followed (ELOOP), nor a FIFO waited on."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise FileNotFoundError(errno.ENOENT, "not a regular file of the cache's own", path)
+    return os.fdopen(fd, "rb")
+
+
 def _remove_tree(path: str) -> None:
-    """Remove an entry-shaped directory (flat files only)."""
+    """Remove an entry-shaped directory (flat files only); a symbolic link where it should
+    be is unlinked itself, never the files it points at."""
+    if not _real_dir(path):
+        remove_quietly(path)
+        return
     for name in _listdir(path):
         remove_quietly(os.path.join(path, name))
     try:  # noqa: SIM105
