@@ -37,6 +37,9 @@ class Case:
     dirs: list[str] = field(default_factory=list)
     links: dict[str, str] = field(default_factory=dict)
     """Symbolic links to create: path -> target."""
+    nodes: dict[str, str] = field(default_factory=dict)
+    """Special files to create: path -> "fifo" (nobody reads it) or "null" (a character
+    device like /dev/null, `mknod X c 1 3`; a FIFO where mknod is not allowed)."""
     outputs: list[str] = field(default_factory=list)
     """Paths the input declares as outputs (files or directories), as spelled."""
     clean_on_failure: list[str] = field(default_factory=list)
@@ -49,6 +52,28 @@ class Case:
     """The mutations applied, for the report."""
     expected: dict[str, bytes] = field(default_factory=dict)
     """Outputs a successful run must have written byte for byte (path -> contents)."""
+
+
+# ---------------------------------------------------------------------------------
+# Output paths drawn among the inputs, devices and FIFOs
+
+NODES = {"in/null": "null", "in/fifo": "fifo", "out/null": "null", "out/fifo": "fifo"}
+"""The special files an output may be pointed at: never replaced, written through
+(the device) or refused in one line (the FIFO nobody reads)."""
+
+
+def hostile_output(rng: random.Random, case: Case, inputs: list[str]) -> str:
+    """An output path that is one of `inputs`, a device node or a FIFO (created in
+    `case`), or a symbolic link to one of them."""
+    roll = rng.randrange(4)
+    if roll == 0 and inputs:
+        return rng.choice(inputs)
+    node = rng.choice(sorted(NODES))
+    case.nodes[node] = NODES[node]
+    if roll == 3:
+        case.links["out/link-to-node"] = os.path.join("..", node)
+        return "out/link-to-node"
+    return node
 
 
 # ---------------------------------------------------------------------------------
@@ -630,20 +655,25 @@ def plan_case(rng: random.Random, corpus: Corpus, cwd_abs: str) -> Case:
         else:
             argv = ["plan", "meta.json", "--", "/nonexistent/clang"]
         how = f"argv {argv}"
+    case = Case(tool="plan", argv=argv, files=files, dirs=["tmp"], oracle=oracle, how=how)
+    if rng.random() < 0.08:
+        doc = copy.deepcopy(corpus.plan_meta)
+        spots = [(path, value) for path, value in _nodes(doc)
+                 if path and path[-1] in _META_OUTPUT_KEYS and isinstance(value, str)]  # fmt: skip
+        where, _ = rng.choice(spots)
+        inputs = [k for k in files if not k.startswith(corpus.index_dir + "/") or replay]
+        target = hostile_output(rng, case, inputs)
+        meta = json.dumps(_replace(doc, where, target)).encode()
+        case.how = f"meta output {'/'.join(map(str, where))} -> {target}"
+        case.oracle = ""
     files["meta.json"] = meta
     doc = _lenient_json(meta)
-    outputs = _strings_at(doc, _META_OUTPUT_KEYS) if doc is not None else []
+    case.outputs = _strings_at(doc, _META_OUTPUT_KEYS) if doc is not None else []
     link_plan = doc.get("link_plan_output") if isinstance(doc, dict) else None
-    return Case(
-        tool="plan",
-        argv=argv,
-        files=files,
-        dirs=["tmp"],
-        outputs=outputs,
-        clean_on_failure=[link_plan] if isinstance(link_plan, str) else [],
-        oracle=oracle,
-        how=how,
+    case.clean_on_failure = (
+        [link_plan] if isinstance(link_plan, str) and link_plan not in case.nodes else []
     )
+    return case
 
 
 def _mutate_index_outputs(
@@ -824,18 +854,27 @@ def opt_case(rng: random.Random, corpus: Corpus, cwd_abs: str) -> Case:
         argv, twist = _opt_argv_twist(rng, argv, module, index, out, corpus)
         how += f"; {twist}"
         oracle = ""
-    outputs = _option_values(argv, ("--out", "--dwo"))
-    return Case(
+    case = Case(
         tool="opt",
         argv=argv,
         files=files,
         dirs=["out/opt", "tmp"],
         scratch=["out/opt", "tmp"],  # out/index holds inputs here
-        outputs=outputs,
-        clean_on_failure=outputs,
         oracle=oracle,
         how=how,
     )
+    if roll >= 0.30 and rng.random() < 0.10:
+        option = rng.choice(["--out", "--dwo"])
+        target = hostile_output(rng, case, [module, index, "in/link.args"])
+        if option == "--out":
+            argv[argv.index("--out") + 1] = target
+        else:
+            argv[argv.index("--") : argv.index("--")] = ["--dwo", target]
+        case.how += f"; {option} {target}"
+        case.oracle = ""
+    case.outputs = _option_values(argv, ("--out", "--dwo"))
+    case.clean_on_failure = [o for o in case.outputs if o not in case.nodes]
+    return case
 
 
 def _opt_argv_twist(
@@ -958,21 +997,32 @@ def distribute_case(rng: random.Random, corpus: Corpus, cwd_abs: str) -> Case:
         how = f"argv {argv}"
     doc = _lenient_json(files[job_file])
     outputs: list[str] = []
+    inputs: list[str] = [job_file]
     if isinstance(doc, dict) and isinstance(doc.get("jobs"), list):
         for entry in doc["jobs"]:
             if isinstance(entry, dict) and isinstance(entry.get("outputs"), list):
                 outputs += [o for o in entry["outputs"] if isinstance(o, str)]
-    return Case(
+            if isinstance(entry, dict) and isinstance(entry.get("inputs"), list):
+                inputs += [i for i in entry["inputs"] if isinstance(i, str) and i in files]
+    case = Case(
         tool="distribute",
         argv=argv,
         files=files,
         dirs=["tmp", "in"],
         links={"bin/clang": corpus.clang},
-        outputs=outputs,
         oracle=oracle,
         how=how,
         expected=expected,
     )
+    if rng.random() < 0.08:
+        trace = hostile_output(rng, case, inputs)
+        argv.insert(1, f"--trace={trace}")
+        outputs.append(trace)
+        case.how += f"; --trace {trace}"
+        case.oracle = ""
+        case.expected = {}
+    case.outputs = outputs
+    return case
 
 
 GENERATORS: dict[str, Callable[[random.Random, Corpus, str], Case]] = {

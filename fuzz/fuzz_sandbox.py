@@ -91,10 +91,14 @@ def snapshot(root: str) -> dict[str, Entry]:
                 if os.path.isfile(path)
                 else "o"
             )
-            # A directory's mtime changes whenever an entry is added: compare its kind only.
-            entry = (
-                (kind, 0, 0, 0) if kind == "d" else (kind, st.st_size, st.st_mtime_ns, st.st_ino)
-            )
+            # A directory's mtime changes whenever an entry is added: compare its kind only;
+            # a device or FIFO written through is the same node: its kind, number and inode.
+            if kind == "d":
+                entry = (kind, 0, 0, 0)
+            elif kind == "o":
+                entry = (kind, st.st_rdev, 0, st.st_ino)
+            else:
+                entry = (kind, st.st_size, st.st_mtime_ns, st.st_ino)
             found[os.path.relpath(path, root)] = entry
     return found
 
