@@ -365,6 +365,7 @@ def test_default_cache_dir_follows_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert default_cache_dir() == str(tmp_path / "xdg" / "dist-lto")
     monkeypatch.delenv("XDG_CACHE_HOME")
+    (tmp_path / "home").mkdir()
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert default_cache_dir() == str(tmp_path / "home" / ".cache" / "dist-lto")
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from dist_lto.distribute.result_cache import ResultCache
+from support.links import DtltoLink
 from support.tools import Llvm, run_cli
 
 KEY = "ab" + "1" * 62
@@ -131,3 +132,41 @@ def test_a_cache_whose_own_directories_are_links_is_not_used(tmp_path: Path, out
     (tmp_path / "cache" / "v2").symlink_to(outside)
     with pytest.raises(OSError, match="not a directory of the cache's own"):
         ResultCache(str(tmp_path / "cache")).create()
+
+
+def without_home(tmp_path: Path, home: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("HOME", "XDG_CACHE_HOME") and not k.startswith("DIST_LTO_")}  # fmt: skip
+    if home is not None:
+        env["HOME"] = home
+    return env
+
+
+@pytest.mark.parametrize("home", [None, "/nonexistent-dist-lto-home"], ids=["unset", "missing"])
+def test_without_a_home_the_default_cache_is_an_error_and_nothing_is_created(
+    small_dtlto: DtltoLink, tmp_path: Path, home: str | None
+) -> None:
+    """The password database gives users without a home `/nonexistent`; as root, a cache
+    under it would have been created there."""
+    import shutil
+    import sys
+
+    work = tmp_path / "link"
+    shutil.copytree(small_dtlto.root, work)
+    env = without_home(tmp_path, home)
+    dist_lto = [sys.executable, "-m", "dist_lto"]
+    refused = subprocess.run([*dist_lto, "distribute", small_dtlto.job_file], cwd=work, env=env,
+                             capture_output=True, text=True)  # fmt: skip
+    why = "HOME is not set" if home is None else f"HOME ({home}) is not a directory"
+    assert (refused.returncode, refused.stderr) == (2, (
+        f"dist-lto distribute: error: no default cache directory: {why}, nor XDG_CACHE_HOME:"
+        " give --cache-dir DIR (or DIST_LTO_CACHE_DIR), or --no-cache\n"))  # fmt: skip
+    stats = subprocess.run([*dist_lto, "cache", "stats"], cwd=work, env=env, capture_output=True,
+                           text=True)  # fmt: skip
+    assert stats.returncode == 2 and "no default cache directory" in stats.stderr
+    assert len(stats.stderr.splitlines()) == 1
+    done = subprocess.run([*dist_lto, "distribute", "--no-cache", small_dtlto.job_file],
+                          cwd=work, env=env, capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert not os.path.exists("/nonexistent-dist-lto-home")
+    assert not (work / ".cache").exists() and not (work / "v2").exists()

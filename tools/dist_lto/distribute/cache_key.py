@@ -58,6 +58,8 @@ def compiler_identity(compiler: str, cache_root: str) -> str:
         cache_root, LAYOUT, "compilers", hashlib.sha256(os.fsencode(exe)).hexdigest()[:32] + ".json"
     )
     try:
+        if not cache_root:
+            raise FileNotFoundError  # nowhere to remember it (`settings.tools_dir`)
         with open(memo, "rb") as f:
             known = loads(f.read())
         if all(_stat_id(str(entry[0])) == entry for entry in known["files"]):
@@ -76,8 +78,9 @@ def compiler_identity(compiler: str, cache_root: str) -> str:
         digest.update(f"{os.path.basename(str(path))}:{size}:{mtime}\0".encode())
     identity = digest.hexdigest()
     try:
-        os.makedirs(os.path.dirname(memo), exist_ok=True)
-        write_atomic(memo, json.dumps({"identity": identity, "files": files}).encode())
+        if cache_root:
+            os.makedirs(os.path.dirname(memo), exist_ok=True)
+            write_atomic(memo, json.dumps({"identity": identity, "files": files}).encode())
     except OSError:
         pass  # remembering is an optimisation
     return identity

@@ -38,6 +38,7 @@ import stat
 
 from dist_lto import TYPE_CHECKING
 from dist_lto.backend import object_problem
+from dist_lto.errors import BadInput
 from dist_lto.formats.jsonio import loads
 from dist_lto.fsutil import install, remove_quietly, scratch_path_for
 
@@ -58,10 +59,31 @@ STALE_TEMP_SECONDS = 24 * 3600
 _SIZE_SUFFIXES = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
+def user_cache_dir() -> str | None:
+    """`$XDG_CACHE_HOME/dist-lto` (an absolute path, as the XDG specification wants), else
+    `$HOME/.cache/dist-lto` when HOME names a directory that exists; None otherwise. Never
+    the password database's home, which for a user without one is `/nonexistent`: a cache
+    is created only where one was asked for or a default exists."""
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if os.path.isabs(xdg):
+        return os.path.join(xdg, "dist-lto")
+    home = os.environ.get("HOME", "")
+    if os.path.isabs(home) and os.path.isdir(home):
+        return os.path.join(home, ".cache", "dist-lto")
+    return None
+
+
 def default_cache_dir() -> str:
-    """`$XDG_CACHE_HOME/dist-lto`, else `~/.cache/dist-lto`."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "dist-lto")
+    """`user_cache_dir()`; BadInput when there is none."""
+    found = user_cache_dir()
+    if found is None:
+        home = os.environ.get("HOME")
+        why = "HOME is not set" if not home else f"HOME ({home}) is not a directory"
+        raise BadInput(
+            f"no default cache directory: {why}, nor XDG_CACHE_HOME: give --cache-dir DIR"
+            " (or DIST_LTO_CACHE_DIR), or --no-cache"
+        )
+    return found
 
 
 def parse_size(text: str) -> int:

@@ -163,6 +163,10 @@ def _fork_server_library(
     failure there is said only with --verbose."""
     if not settings.fork_server:
         return None
+    if not settings.fork_server_dir:
+        if settings.verbose:
+            reporter.note("no fork server: no directory to keep its library in (no HOME)")
+        return None
     from dist_lto.process.forkserver import library, unusable_reason
 
     reason = unusable_reason(files.args)

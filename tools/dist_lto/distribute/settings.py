@@ -118,7 +118,7 @@ class Settings:
     def __init__(self, opts: Options, *, remote: bool = True) -> None:
         """`remote`: whether remote settings apply (`dist-lto link` has none)."""
         from dist_lto import configuration
-        from dist_lto.distribute.result_cache import default_cache_dir
+        from dist_lto.distribute.result_cache import default_cache_dir, user_cache_dir
 
         sources = configuration.LOCAL + (configuration.REMOTE if remote else ())
         origin = configuration.fill(opts, sources)
@@ -130,14 +130,17 @@ class Settings:
                 where = origin.get("jobs", "--jobs")
                 raise BadInput(f"{where}: expected a positive integer, got {opts.jobs!r}")
             self.jobs = int(opts.jobs)
+        home = user_cache_dir()
         self.cache_dir = None if opts.no_cache else (opts.cache_dir or default_cache_dir())
-        self.tools_dir = default_cache_dir()
+        self.tools_dir = home or self.cache_dir or ""
         """Where remembered compiler identities are kept: per user, whatever --cache-dir
-        says, since a new cache directory must not cost every compiler's identity again."""
-        self.fork_server_dir = opts.cache_dir or default_cache_dir()
+        says, since a new cache directory must not cost every compiler's identity again
+        ("": nowhere, without HOME and a cache)."""
+        self.fork_server_dir = opts.cache_dir or home or ""
         """Where the fork server's library is built: the configured cache directory (with
         --no-cache too), so a user who moved the cache finds nothing new in ~/.cache. Its
-        name carries the machine and C library, so a shared directory is safe."""
+        name carries the machine and C library, so a shared directory is safe ("": none,
+        without HOME and --cache-dir; compilers then start directly)."""
         self.fork_server = not opts.no_fork_server and not executes
         self.cache_max_size = cache_max_size(opts.cache_max_size, origin)
         self.verbose = opts.verbose
