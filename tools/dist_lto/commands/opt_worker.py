@@ -64,6 +64,9 @@ def main(argv: list[str]) -> int:
     socket_path = opts.socket or os.environ.get("WORKER_SOCKET")
     if not socket_path:
         raise BadInput("no socket: Buck2 names it in WORKER_SOCKET (or pass --socket)")
+    from dist_lto.process import guard
+
+    guard.start()  # before any thread: compilers it starts directly die with it, however
     try:
         import grpc  # noqa: F401
     except ImportError:
