@@ -35,7 +35,8 @@ Subcommands:
         on a BuildBarn engine started here (loopback, one then two workers, each one
         action at a time): `o` from Lua's link with one worker, then for the generated
         workload and zstd, `farm-model/<workload>/<W>: predicted P s, measured M s`
-        for W = 1 and 2 (each link's record: a one-job local run's trace)
+        for W = 1 and 2 (each link's record: a one-job local run's trace); then, per
+        workload, W = 2 predicted with `o` from that workload's own one-worker link
 """
 
 from __future__ import annotations
@@ -265,7 +266,7 @@ def check(n: int, rounds: int) -> None:
         finally:
             engine.stop()
     lua = records["lua"]
-    overhead = (measured[("lua", 1)] - lua.local - sum(lua.backends)) / len(lua.backends)
+    overhead = own_overhead(lua, measured[("lua", 1)])
     print(f"# per-action remote overhead from Lua with one worker: {overhead * 1000:.0f} ms"
           f" ({len(lua.backends)} backends, measured {measured[('lua', 1)]:.2f} s)")  # fmt: skip
     for name in ("generated", "zstd"):
@@ -277,8 +278,17 @@ def check(n: int, rounds: int) -> None:
             p, m = predict(r, workers, overhead), measured[(name, workers)]
             print(f"farm-model/{label}/{workers}: predicted {p:.1f} s, measured {m:.1f} s"
                   f" ({(p - m) / m:+.0%})")  # fmt: skip
-    p, m = predict(lua, 2, overhead), measured[("lua", 2)]
-    print(f"farm-model/lua/2: predicted {p:.1f} s, measured {m:.1f} s ({(p - m) / m:+.0%})")
+    for name in ("lua", "generated", "zstd"):
+        r, label = records[name], links[name].name
+        own = own_overhead(r, measured[(name, 1)])
+        p, m = predict(r, 2, own), measured[(name, 2)]
+        print(f"farm-model/{label}/2: predicted {p:.1f} s, measured {m:.1f} s ({(p - m) / m:+.0%};"
+              f" overhead {own * 1000:.0f} ms from its own one-worker link)")  # fmt: skip
+
+
+def own_overhead(record: Record, one_worker: float) -> float:
+    """The per-action overhead that makes the model meet a link measured with one worker."""
+    return (one_worker - record.local - sum(record.backends)) / len(record.backends)
 
 
 def main() -> int:
