@@ -29,6 +29,8 @@ def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     configuration file of the machine's user is read)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DIST_LTO_")}
     env.pop("XDG_CONFIG_HOME", None)
+    env.pop("XDG_CACHE_HOME", None)
+    (tmp_path / "home").mkdir(exist_ok=True)
     env["HOME"] = str(tmp_path / "home")
     env.update(extra)
     return env

@@ -10,7 +10,8 @@ child writes `+PID` on it before it becomes the program (`children.spawn`'s shim
 no SIGKILL can fall between a start and the guard's knowing; the tool writes `-PID`
 before it reaps a leader. When the pipe reaches its end (the tool has exited, however it
 died), the guard sends SIGKILL to every group still listed and exits. Stop signals
-meant for the tool's group do not stop the guard.
+meant for the tool's group do not stop the guard. A tool that ends on its own closes
+the pipe and waits for the guard, so nothing it started outlives it.
 """
 
 import _signal
@@ -19,6 +20,9 @@ import os
 from collections.abc import Iterator
 
 from dist_lto.process import children
+
+_pid = -1
+"""The guard's pid while it runs."""
 
 
 def start() -> None:
@@ -34,6 +38,20 @@ def start() -> None:
             os._exit(0)
     os.close(read_end)
     children._guard_fd = write_end
+    global _pid
+    _pid = pid
+
+
+def stop() -> None:
+    """End the guard and wait for it: the tool is about to exit, its children reaped."""
+    global _pid
+    if children._guard_fd < 0:
+        return
+    os.close(children._guard_fd)
+    children._guard_fd = -1
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(_pid, 0)
+    _pid = -1
 
 
 def _watch(read_end: int, write_end: int) -> None:
@@ -72,7 +90,8 @@ def supervised() -> Iterator[None]:
     previous = children.catch_stop_signals()
     try:
         yield
-    except children.StopRequested as stop:
-        raise children.stopped(stop.signum) from None
+    except children.StopRequested as stopping:
+        raise children.stopped(stopping.signum) from None
     finally:
         children.restore_handlers(previous)
+        stop()
