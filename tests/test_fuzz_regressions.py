@@ -449,3 +449,26 @@ def test_an_index_cut_by_a_few_bytes_is_named_truncated(lzio: Path, cut: int) ->
     (line,) = result.stderr.splitlines()
     assert line.startswith(f"dist-lto opt: error: {MODULE}.thinlto.bc: ThinLTO index is truncated")
     assert list((lzio / "out").iterdir()) == []
+
+
+@pytest.mark.parametrize("key", ["index_output", "plan_output", "opt_output"])
+def test_a_declared_output_at_an_archive_members_path_is_refused_before_a_replay_writes(
+    tmp_path: Path, key: str
+) -> None:
+    """Members are listed in manifests, not in the meta, so the meta's own check missed
+    them: a replay moved main.o's index file over the member (the fuzz campaign's
+    "clobbered input")."""
+    root = tmp_path / "captured"
+    shutil.copytree(REPO / "examples" / "captured", root)
+    meta = json.loads((root / "meta.json").read_text())
+    meta["groups"][0]["linkables"][0][key] = "prep/util/objects/util.o"
+    (root / "meta.json").write_text(json.dumps(meta))
+    member = (root / "prep/util/objects/util.o").read_bytes()
+    done = run_cli(["plan", "--replay", "meta.json"], cwd=root)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        f"dist-lto plan: error: meta.json: /groups/0/linkables/0/{key}: output"
+        " 'prep/util/objects/util.o' is an input: prep/util/manifest.json: member 'util.o' at"
+        " position 0; nothing was written\n"
+    )
+    assert (root / "prep/util/objects/util.o").read_bytes() == member
