@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -449,3 +450,49 @@ def test_an_index_cut_by_a_few_bytes_is_named_truncated(lzio: Path, cut: int) ->
     (line,) = result.stderr.splitlines()
     assert line.startswith(f"dist-lto opt: error: {MODULE}.thinlto.bc: ThinLTO index is truncated")
     assert list((lzio / "out").iterdir()) == []
+
+
+@pytest.mark.parametrize("key", ["index_output", "plan_output", "opt_output"])
+def test_a_declared_output_at_an_archive_members_path_is_refused_before_a_replay_writes(
+    tmp_path: Path, key: str
+) -> None:
+    """Members are listed in manifests, not in the meta, so the meta's own check missed
+    them: a replay moved main.o's index file over the member (the fuzz campaign's
+    "clobbered input")."""
+    root = tmp_path / "captured"
+    shutil.copytree(REPO / "examples" / "captured", root)
+    meta = json.loads((root / "meta.json").read_text())
+    meta["groups"][0]["linkables"][0][key] = "prep/util/objects/util.o"
+    (root / "meta.json").write_text(json.dumps(meta))
+    member = (root / "prep/util/objects/util.o").read_bytes()
+    done = run_cli(["plan", "--replay", "meta.json"], cwd=root)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        f"dist-lto plan: error: meta.json: /groups/0/linkables/0/{key}: output"
+        " 'prep/util/objects/util.o' is an input: prep/util/manifest.json: member 'util.o' at"
+        " position 0; nothing was written\n"
+    )
+    assert (root / "prep/util/objects/util.o").read_bytes() == member
+
+
+def test_an_index_output_linked_to_a_fifo_nobody_reads_is_bad_input(
+    tmp_path: Path, llvm: Llvm
+) -> None:
+    """The fuzz campaign's plan input 1747: moving the index file into place through a
+    relative link to a FIFO met ENXIO and said so as an internal failure (exit 1)."""
+    root = tmp_path / "captured"
+    shutil.copytree(REPO / "examples" / "captured", root)
+    shutil.rmtree(root / "out")
+    (root / "in").mkdir()
+    os.mkfifo(root / "in" / "fifo")
+    (root / "out").mkdir()
+    (root / "out" / "link-to-node").symlink_to("../in/fifo")
+    meta = json.loads((root / "meta.json").read_text())
+    meta["groups"][0]["linkables"][1]["index_output"] = "out/link-to-node"
+    (root / "meta.json").write_text(json.dumps(meta))
+    done = run_cli(["plan", "meta.json", "--", llvm.clang, "-fuse-ld=lld", "-O2", "-o", "app"],
+                   cwd=root)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("dist-lto plan: error: out/link-to-node: ")
+    assert stat.S_ISFIFO(os.stat(root / "in" / "fifo").st_mode)

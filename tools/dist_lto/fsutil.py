@@ -241,11 +241,14 @@ def move(source: str, final: str) -> None:
 def write_failure(err: OSError, path: str | None = None) -> DistLtoError:
     """The one-line error for an output that could not be written (`path`, else the
     error's file name): bad input when its path cannot name a file (a file where a
-    directory must be, a directory where the file must be, too long), a failure of the
+    directory must be, a directory where the file must be, too long, a FIFO nobody
+    reads), a failure of the
     system otherwise (read-only, full, denied)."""
     import errno  # only on this path: `dist-lto opt` imports this module per action
 
-    path_problems = (errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENAMETOOLONG, errno.ELOOP)
+    # ENXIO: a FIFO nobody reads, or a device without its driver.
+    path_problems = (errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENAMETOOLONG, errno.ELOOP,
+                     errno.ENXIO)  # fmt: skip
     kind = BadInput if err.errno in path_problems else DistLtoError
     return kind(f"{path or err.filename}: cannot write: {err.strerror or err}")
 
