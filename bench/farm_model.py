@@ -35,7 +35,8 @@ Subcommands:
         on a BuildBarn engine started here (loopback, one then two workers, each one
         action at a time): `o` from Lua's link with one worker, then for the generated
         workload and zstd, `farm-model/<workload>/<W>: predicted P s, measured M s`
-        for W = 1 and 2 (each link's record: a one-job local run's trace); then, per
+        for W = 1 and 2 (each link's record: a one-job local run's trace, taken just
+        before the remote link, since the machine's load moves); then, per
         workload, W = 2 predicted with `o` from that workload's own one-worker link
 """
 
@@ -43,7 +44,6 @@ from __future__ import annotations
 
 import argparse
 import heapq
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -246,42 +246,43 @@ def remote_link(link: Link, engine_address: str) -> float:
                      "--no-cache"])  # fmt: skip
 
 
-def check(n: int, rounds: int) -> None:
+def check(n: int) -> None:
     from support import buildbarn
 
     buildbarn.build()
     with tempfile.TemporaryDirectory(prefix="farm-model-") as tmp:
         work = Path(tmp)
         links = {name: workload_link(name, work, n) for name in ("lua", "generated", "zstd")}
-        records = {name: link.record() for name, link in links.items()}
         engine = buildbarn.start(work / "engine", workers=1)
+        records: dict[tuple[str, int], Record] = {}
+        measured: dict[tuple[str, int], float] = {}
         try:
-            measured: dict[tuple[str, int], float] = {}
             for workers in (1, 2):
                 if workers == 2:
                     engine.start_worker("w2")
                 for name, link in links.items():
-                    walls = [remote_link(link, engine.address) for _ in range(rounds)]
-                    measured[(name, workers)] = statistics.median(walls)
+                    # the record just before the measurement: the machine's load moves
+                    records[(name, workers)] = link.record(rounds=1)
+                    measured[(name, workers)] = remote_link(link, engine.address)
         finally:
             engine.stop()
-    lua = records["lua"]
+    lua = records[("lua", 1)]
     overhead = own_overhead(lua, measured[("lua", 1)])
     print(f"# per-action remote overhead from Lua with one worker: {overhead * 1000:.0f} ms"
           f" ({len(lua.backends)} backends, measured {measured[('lua', 1)]:.2f} s)")  # fmt: skip
     for name in ("generated", "zstd"):
-        r = records[name]
         label = links[name].name
-        print(f"# {label}: {len(r.backends)} backends, sum {sum(r.backends):.2f} s,"
-              f" largest {max(r.backends):.2f} s, local {r.local:.2f} s")  # fmt: skip
         for workers in (1, 2):
+            r = records[(name, workers)]
             p, m = predict(r, workers, overhead), measured[(name, workers)]
+            print(f"# {label}: {len(r.backends)} backends, sum {sum(r.backends):.2f} s,"
+                  f" largest {max(r.backends):.2f} s, local {r.local:.2f} s")  # fmt: skip
             print(f"farm-model/{label}/{workers}: predicted {p:.1f} s, measured {m:.1f} s"
                   f" ({(p - m) / m:+.0%})")  # fmt: skip
     for name in ("lua", "generated", "zstd"):
-        r, label = records[name], links[name].name
-        own = own_overhead(r, measured[(name, 1)])
-        p, m = predict(r, 2, own), measured[(name, 2)]
+        label = links[name].name
+        own = own_overhead(records[(name, 1)], measured[(name, 1)])
+        p, m = predict(records[(name, 2)], 2, own), measured[(name, 2)]
         print(f"farm-model/{label}/2: predicted {p:.1f} s, measured {m:.1f} s ({(p - m) / m:+.0%};"
               f" overhead {own * 1000:.0f} ms from its own one-worker link)")  # fmt: skip
 
@@ -304,7 +305,6 @@ def main() -> int:
     p.add_argument("--largest", type=float, help="with --times: the largest backend's seconds")
     c = sub.add_parser("check", help="predicted against measured on BuildBarn")
     c.add_argument("--n", type=int, default=500, help="modules of the generated workload")
-    c.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
     if args.command == "predict":
         record = read_record(args.record, args.wall)
@@ -313,7 +313,7 @@ def main() -> int:
         workers = [int(w) for w in args.workers.split(",")]
         report_predictions(args.label or args.record.stem, record, workers, args.overhead)
     else:
-        check(args.n, args.rounds)
+        check(args.n)
     return 0
 
 

@@ -91,8 +91,10 @@ def role(cmdline: list[str]) -> str:
     """What a process of the build does, from its command line."""
     exe = os.path.basename(cmdline[0]) if cmdline else ""
     text = " ".join(cmdline)
+    if "--thinlto-index-only" in text:
+        return "plan"  # the index step's driver, started by the plan action
     if exe in ("ld.lld", "lld", "ld"):
-        return "link"
+        return "link"  # the final link, or an index step (its flags are in a response file)
     if "-fthinlto-index=" in text:
         return "opt"
     if "dist_lto" in text or "dist-lto" in text:
