@@ -17,13 +17,20 @@ import os
 import posixpath
 import shutil
 from dataclasses import dataclass
-from typing import Any
 
 from dist_lto.archive.ar_headers import ARCH_MAGIC, THIN_MAGIC
 from dist_lto.archive.prepare import prepare
 from dist_lto.errors import BadInput
 from dist_lto.formats.jsonio import dumps
-from dist_lto.formats.meta import META_VERSION
+from dist_lto.formats.meta import (
+    ArchiveInput,
+    ArgsInput,
+    Group,
+    Linkable,
+    Meta,
+    ObjectInput,
+    meta_document,
+)
 from dist_lto.fsutil import read_input, write_atomic
 from dist_lto.llvm.bitcode import is_bitcode
 from dist_lto.llvm.link_command import InPlace, split
@@ -77,26 +84,31 @@ def write_meta(command: list[str], out_dir: str) -> CommandLink:
     """Prepare the archives COMMAND names and write DIR/meta.json for it."""
     out = posixpath.normpath(out_dir)
     line = split(command)
-    linkables: list[dict[str, Any]] = []
+    linkables: list[Linkable] = []
     archives: dict[tuple[int, int], int] = {}
     objects = 0
     for item in line.items:
+        pointer = f"/groups/0/linkables/{len(linkables)}"
         if isinstance(item, InPlace):
-            linkables.append({"kind": "args", "args": list(item.args)})
+            linkables.append(ArgsInput(tuple(item.args), pointer))
             continue
         path = item.path
         kind = _kind(path)
         if kind == "other":
-            linkables.append({"kind": "args", "args": [path]})
+            linkables.append(ArgsInput((path,), pointer))
         elif kind == "object":
             name = _object_name(path)
             at = posixpath.join(out, "objects", str(objects))
-            linkables.append({
-                "kind": "object", "index": objects, "path": path,
-                "index_output": posixpath.join(at, name + ".thinlto.bc"),
-                "plan_output": posixpath.join(at, "plan.json"),
-                "opt_output": posixpath.join(at, name),
-            })  # fmt: skip
+            linkables.append(
+                ObjectInput(
+                    objects,
+                    path,
+                    index_output=posixpath.join(at, name + ".thinlto.bc"),
+                    plan_output=posixpath.join(at, "plan.json"),
+                    opt_output=posixpath.join(at, name),
+                    pointer=pointer,
+                )
+            )
             objects += 1
         else:
             st = os.stat(path)
@@ -104,20 +116,27 @@ def write_meta(command: list[str], out_dir: str) -> CommandLink:
                 continue  # named again: LLD loads its members once all the same
             index = archives[(st.st_dev, st.st_ino)] = len(archives)
             at = posixpath.join(out, "archives", str(index))
-            linkables.append({
-                "kind": "archive", "index": index, "manifest": _prepared(path, at),
-                "plan_output": posixpath.join(at, "plan.json"),
-                "index_dir": posixpath.join(at, "index"),
-                "opt_objects_dir": posixpath.join(at, "opt"), "whole": False,
-            })  # fmt: skip
+            linkables.append(
+                ArchiveInput(
+                    index,
+                    _prepared(path, at),
+                    plan_output=posixpath.join(at, "plan.json"),
+                    index_dir=posixpath.join(at, "index"),
+                    opt_objects_dir=posixpath.join(at, "opt"),
+                    whole=False,
+                    pointer=pointer,
+                )
+            )
     meta = posixpath.join(out, "meta.json")
-    document = {
-        "version": META_VERSION,
-        "index_dir": posixpath.join(out, "index"),
-        "link_plan_output": posixpath.join(out, "link-plan.json"),
-        "final_link_args_output": posixpath.join(out, "final-link.args"),
-        "groups": [{"pre_flags": [], "post_flags": [], "linkables": linkables}],
-    }
+    document = meta_document(
+        Meta(
+            meta,
+            index_dir=posixpath.join(out, "index"),
+            link_plan_output=posixpath.join(out, "link-plan.json"),
+            final_link_args_output=posixpath.join(out, "final-link.args"),
+            groups=(Group((), (), tuple(linkables)),),
+        )
+    )
     try:
         os.makedirs(out, exist_ok=True)
         write_atomic(meta, dumps(document))
