@@ -231,14 +231,16 @@ class _State:
         self.pgo_warn = True
 
 
-class _Args:
-    """A cursor over a list of arguments, for flags that take the next one as their value."""
+class ArgCursor:
+    """A cursor over a list of arguments, for flags that take the next one as their value;
+    a missing value is bad input, named after `origin` when given."""
 
-    __slots__ = ("args", "pos")
+    __slots__ = ("args", "origin", "pos")
 
-    def __init__(self, args: list[str]) -> None:
+    def __init__(self, args: list[str], origin: str = "") -> None:
         self.args = args
         self.pos = 0
+        self.origin = origin
 
     def next(self) -> str | None:
         if self.pos == len(self.args):
@@ -249,7 +251,8 @@ class _Args:
     def value(self, flag: str) -> str:
         value = self.next()
         if value is None:
-            raise BadInput(f"{flag!r} at the end is missing its argument")
+            where = f"{self.origin}: " if self.origin else ""
+            raise BadInput(f"{where}{flag!r} at the end is missing its argument")
         return value
 
 
@@ -265,14 +268,14 @@ def translate(
     state = _State()
     linker_args: list[str] = []
     linker_lines: list[int] = []
-    args = _Args(link_flags)
+    args = ArgCursor(link_flags)
     while (arg := args.next()) is not None:
         try:
             _driver_arg(arg, args, state, linker_args)
         except BadInput as err:
             raise BadInput(f"{where}line {args.pos}: {err.message}") from None
         linker_lines += [args.pos] * (len(linker_args) - len(linker_lines))
-    linker = _Args(linker_args)
+    linker = ArgCursor(linker_args)
     try:
         _linker_args(linker, state)
     except BadInput as err:
@@ -318,7 +321,7 @@ def _is_pic(state: _State) -> bool:
     return pie or state.shared
 
 
-def _driver_arg(arg: str, args: _Args, state: _State, linker_args: list[str]) -> None:
+def _driver_arg(arg: str, args: ArgCursor, state: _State, linker_args: list[str]) -> None:
     if not arg:
         raise BadInput("empty argument")
     if arg[0] == "@":
@@ -402,7 +405,7 @@ def _debug_flag(arg: str, state: _State) -> None:
         state.flags.append(arg)
 
 
-def _linker_args(args: _Args, state: _State) -> None:
+def _linker_args(args: ArgCursor, state: _State) -> None:
     """Walk LLD's arguments: LTO options are translated, the rest belongs to the link."""
     while (arg := args.next()) is not None:
         if arg[0] == "@":

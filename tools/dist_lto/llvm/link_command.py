@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 
 from dist_lto.errors import BadInput
-from dist_lto.llvm.flags import DRIVER_SEPARATE, LLD_SEPARATE, LLD_SHORT_SEPARATE
+from dist_lto.llvm.flags import DRIVER_SEPARATE, LLD_SEPARATE, LLD_SHORT_SEPARATE, ArgCursor
 from dist_lto.llvm.index_step import is_raw_linker
 
 POSITIONAL_WORDS = frozenset({
@@ -75,26 +75,15 @@ def _in_place(words: list[str]) -> bool:
     return any(w in POSITIONAL_WORDS or _library(w) for w in words)
 
 
-class _Walk:
+class _Walk(ArgCursor):
     """A cursor over the link line's arguments after the program."""
 
+    __slots__ = ("flags", "items")
+
     def __init__(self, args: list[str]) -> None:
-        self.args = args
-        self.pos = 0
+        super().__init__(args, "COMMAND")
         self.flags: list[str] = []
         self.items: list[Item] = []
-
-    def next(self) -> str | None:
-        if self.pos == len(self.args):
-            return None
-        self.pos += 1
-        return self.args[self.pos - 1]
-
-    def value(self, flag: str) -> str:
-        value = self.next()
-        if value is None:
-            raise BadInput(f"COMMAND: {flag!r} at the end is missing its argument")
-        return value
 
 
 def _check(arg: str) -> None:
