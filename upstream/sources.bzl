@@ -69,6 +69,7 @@ DIST_LTO_SOURCES = [
     "dist_lto/path_spelling.py",
     "dist_lto/planning/__init__.py",
     "dist_lto/planning/from_command.py",
+    "dist_lto/planning/jobs.py",
     "dist_lto/planning/modules.py",
     "dist_lto/planning/planner.py",
     "dist_lto/process/__init__.py",

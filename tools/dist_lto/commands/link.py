@@ -18,11 +18,9 @@ from dist_lto.distribute import settings as distribute_settings
 from dist_lto.distribute.reporting import Reporter, progress_terminal
 from dist_lto.distribute.session import run_jobs, write_trace
 from dist_lto.errors import BadInput, DistLtoError
-from dist_lto.formats.jobfile import Job, JobFile
-from dist_lto.formats.meta import Meta, read_meta
-from dist_lto.formats.planned_link import PlannedLink, read_planned_link
-from dist_lto.llvm.flags import translate
-from dist_lto.llvm.link_command import difference
+from dist_lto.formats.jobfile import JobFile
+from dist_lto.formats.meta import read_meta
+from dist_lto.planning.jobs import job_file
 from dist_lto.process import children
 
 PROG = "dist-lto link"
@@ -133,73 +131,6 @@ def _settings(opts: argparse.Namespace) -> distribute_settings.Settings:
     return distribute_settings.Settings(shared, remote=False)
 
 
-def _compiler(opts: argparse.Namespace, command: list[str]) -> str:
-    if opts.compiler:
-        return str(opts.compiler)
-    program = command[0]
-    if os.path.basename(program).startswith("clang"):
-        return str(program)
-    raise BadInput(
-        f"{program}: not a clang driver; name the backends' compiler with --compiler CLANG"
-    )
-
-
-def _output_name(command: list[str], meta: Meta) -> str:
-    """The link's output (`-o`), for messages and the trace; else the meta file's name."""
-    for i, arg in enumerate(command):
-        if arg == "-o" and i + 1 < len(command):
-            return command[i + 1]
-        if arg.startswith("-o") and len(arg) > 2:
-            return arg[2:]
-    return meta.file
-
-
-def _flag_files(flags: list[str]) -> list[str]:
-    """Files the backend flags name after an `=` (a sample profile, a pass plugin): the
-    cache must hash their contents, as LLD's `common.inputs` are."""
-    found = []
-    for flag in flags:
-        _, eq, value = flag.partition("=")
-        if eq and value and os.path.isfile(value):
-            found.append(value)
-    return found
-
-
-def _same_command(planned: PlannedLink, command: list[str]) -> None:
-    """The plans hold for the command they were made from: another one (other flags,
-    another output) would link backends of one link against the index of another."""
-    if planned.command is None:
-        return  # replayed without a command: nothing to compare with
-    changed = difference(planned.command, command)
-    if changed is not None:
-        raise BadInput(
-            f"{planned.meta.link_plan_output}: COMMAND is not the one the plans were made"
-            f" from: {changed}; plan again with this COMMAND, or link with the planned one"
-        )
-
-
-def job_file(meta: Meta, opts: argparse.Namespace, command: list[str]) -> JobFile:
-    """The planned backends as a DTLTO job file's jobs."""
-    planned = read_planned_link(meta, command)
-    _same_command(planned, command)
-    backend = translate(command[1:], lld_defaults=not opts.no_lld_defaults, origin="COMMAND")
-    if backend.split_dwarf:
-        raise BadInput(
-            "COMMAND asks for split DWARF (-gsplit-dwarf), which dist-lto link does not"
-            " support: run the backends with `dist-lto opt --dwo`"
-        )
-    common = [_compiler(opts, command), "-c", "-x", "ir", *backend.flags]
-    jobs: list[Job] = []
-    for module in planned.modules.values():
-        if module.index_file is None or module.output is None:
-            continue  # no backend: native, or never loaded
-        args = [module.path, f"-fthinlto-index={module.index_file}", "-o", module.output]
-        inputs = [module.path, module.index_file, *planned.import_paths(module)]
-        jobs.append(Job(len(jobs), args, inputs, [module.output], 2))
-    name = _output_name(command, meta)
-    return JobFile(meta.file, name, common, _flag_files(backend.flags), jobs)
-
-
 def _make_output_dirs(files: JobFile) -> None:
     for directory in sorted({os.path.dirname(job.output) for job in files.jobs} - {""}):
         try:
@@ -242,7 +173,7 @@ def main(argv: list[str]) -> int:
     settings = _settings(opts)
     meta_file, command = _planned(opts)
     meta = read_meta(meta_file)
-    files = job_file(meta, opts, command)
+    files = job_file(meta, command, opts.compiler, lld_defaults=not opts.no_lld_defaults)
     _make_output_dirs(files)
     reporter = Reporter(
         len(files.jobs),
