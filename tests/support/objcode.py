@@ -43,6 +43,8 @@ class Symbols:
 
     functions: dict[str, Function]
     defined: frozenset[str]
+    ordered: tuple[tuple[str, Function], ...] = ()
+    """Every function in symbol-table order, local ones of the same name included."""
 
 
 def _word(data: bytes, offset: int, size: int) -> int:
@@ -91,6 +93,7 @@ def read(path: Path) -> Symbols:
                 for k in range(s[3] // 24)
             ]
     functions = {}
+    ordered = []
     defined = set()
     for name, info, shndx, value, size in symbols:
         if shndx == 0 or shndx >= 0xFF00:
@@ -109,7 +112,8 @@ def read(path: Path) -> Symbols:
             data[start : start + size],
             tuple(sorted(fixups, key=lambda r: (r.offset, r.kind, r.target, r.addend))),
         )
-    return Symbols(functions, frozenset(defined))
+        ordered.append((name, functions[name]))
+    return Symbols(functions, frozenset(defined), tuple(ordered))
 
 
 def relaxes_to(ours: Function, reference: Function) -> bool:
@@ -144,3 +148,14 @@ def got_only_in(ours: Function, reference: Function) -> set[str]:
 def functions(path: Path) -> dict[str, Function]:
     """Every defined function of an object (`read` without the defined globals)."""
     return read(path).functions
+
+
+def numbered(path: Path) -> dict[tuple[str, int], Function]:
+    """Every defined function by name and occurrence (a program's local functions may
+    share a name: the second `init` is `("init", 1)`)."""
+    seen: dict[str, int] = {}
+    found = {}
+    for name, function in read(path).ordered:
+        found[(name, seen.get(name, 0))] = function
+        seen[name] = seen.get(name, 0) + 1
+    return found
