@@ -115,7 +115,8 @@ def test_a_relocatable_lld_line_links_in_one_command_as_lld_links_it_in_process(
     program: Path, llvm: Llvm, dist_lto_cmd: list[str]
 ) -> None:
     def relocatable(out: str) -> list[str]:
-        return [llvm.lld, "-r", "-o", out, "main.o", "--whole-archive", "libplug.a",
+        return [llvm.lld, "-m", "elf_x86_64", "-mllvm", "-import-instr-limit=5", "-z",
+                "noexecstack", "-r", "-o", out, "main.o", "--whole-archive", "libplug.a",
                 "--no-whole-archive", "--start-group", "libfoo.a", "libbar.a", "--end-group",
                 "libfoo.a"]  # fmt: skip
 

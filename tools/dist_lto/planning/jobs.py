@@ -13,6 +13,7 @@ from dist_lto.formats.jobfile import Job, JobFile
 from dist_lto.formats.meta import Meta
 from dist_lto.formats.planned_link import PlannedLink, read_planned_link
 from dist_lto.llvm.flags import translate
+from dist_lto.llvm.index_step import is_raw_linker
 from dist_lto.llvm.link_command import difference
 
 
@@ -48,6 +49,14 @@ def _flag_files(flags: list[str]) -> list[str]:
     return found
 
 
+def _driver_form(command: list[str]) -> list[str]:
+    """COMMAND's flags as a clang driver would be given them: a linker's own flags
+    (`ld.lld -m elf_x86_64 -mllvm -import-instr-limit=5 -r`) each behind `-Xlinker`."""
+    if not is_raw_linker(command):
+        return command[1:]
+    return [word for arg in command[1:] for word in ("-Xlinker", arg)]
+
+
 def _same_command(planned: PlannedLink, command: list[str]) -> None:
     """The plans hold for the command they were made from: another one (other flags,
     another output) would link backends of one link against the index of another."""
@@ -68,7 +77,7 @@ def job_file(
     `compiler` runs them (default: `command`'s program when it is a clang driver)."""
     planned = read_planned_link(meta, command)
     _same_command(planned, command)
-    backend = translate(command[1:], lld_defaults=lld_defaults, origin="COMMAND")
+    backend = translate(_driver_form(command), lld_defaults=lld_defaults, origin="COMMAND")
     if backend.split_dwarf:
         raise BadInput(
             "COMMAND asks for split DWARF (-gsplit-dwarf), which dist-lto link does not"
