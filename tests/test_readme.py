@@ -50,6 +50,7 @@ def paste(
 ) -> subprocess.CompletedProcess[str]:
     """`block` as a user pasting it into bash at the clone's root (`strict`: stopping at
     the first failing command, as the test must)."""
+    (tmp_path / "home").mkdir(exist_ok=True)  # a user's home exists
     env = {"PATH": DEBIAN_PATH, "HOME": str(tmp_path / "home"), "LANG": "C.UTF-8"}
     bash = ["bash", "-e", "-c"] if strict else ["bash", "-c"]
     return subprocess.run([*bash, block], cwd=root, env=env, capture_output=True, text=True,
