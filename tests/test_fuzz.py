@@ -8,6 +8,7 @@ themselves are shown to catch what they look for.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import time
 from pathlib import Path
@@ -124,3 +125,40 @@ def test_the_checks_see_a_failed_run_that_leaves_its_output(tmp_path: Path) -> N
         return 2
 
     assert kinds(run_fake(tmp_path, fails_late, ["out/result.o"])) == {"half-written output"}
+
+
+@pytest.mark.parametrize("node", ["fifo", "device"])
+def test_the_checks_see_a_device_or_fifo_output_replaced_but_not_one_written_through(
+    tmp_path: Path, node: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An output drawn among devices and FIFOs: writing through a device keeps the node
+    (nothing found); replacing it by a rename is a clobbered input."""
+
+    def make(path: Path) -> None:
+        if node == "fifo":
+            os.mkfifo(path)
+        else:
+            os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+
+    def replaces(argv: list[str]) -> int:
+        Path("out/.tmp").write_bytes(b"object")
+        os.replace("out/.tmp", "in/node")
+        return 0
+
+    def writes_through(argv: list[str]) -> int:
+        with open("in/node", "wb") as f:
+            f.write(b"object")
+        return 0
+
+    original = fuzz_sandbox.snapshot  # run_fake makes the sandbox: add the node before
+
+    def with_node(root: str) -> dict[str, fuzz_sandbox.Entry]:
+        target = Path(root) / "s" / "a" / "b" / "w" / "in" / "node"
+        if not os.path.lexists(target):
+            make(target)
+        return original(root)
+
+    monkeypatch.setattr(fuzz_sandbox, "snapshot", with_node)
+    assert "clobbered input" in kinds(run_fake(tmp_path / "r", replaces, ["in/node"]))
+    if node == "device":
+        assert run_fake(tmp_path / "w", writes_through, ["in/node"]) == []

@@ -232,3 +232,39 @@ def test_a_program_that_cannot_start_is_one_line_naming_it(tmp_path: Path) -> No
         children.run([str(tmp_path / "no-such-program")])
     program = tmp_path / "no-such-program"
     assert failed.value.message == f"{program}: cannot run: No such file or directory"
+
+
+def test_a_sigkilled_distributors_fork_served_compilers_stop(
+    small_dtlto: DtltoLink, tmp_path: Path
+) -> None:
+    """Every clang, forked from a fork server, blocks reading a sample profile that is a
+    FIFO nobody writes (left out of the job's inputs, which refuse a FIFO); the
+    distributor is SIGKILLed: each server sees its client's socket close, kills its job
+    and leaves."""
+    import json
+
+    work = tmp_path / "link"
+    shutil.copytree(small_dtlto.root, work)
+    os.mkfifo(work / "blocks.prof")
+    job_file = work / small_dtlto.job_file
+    jobs = json.loads(job_file.read_text())
+    jobs["common"]["args"].append("-fprofile-sample-use=blocks.prof")
+    job_file.write_text(json.dumps(jobs))
+    proc = subprocess.Popen([*DIST_LTO, "distribute", "--no-cache", "--jobs=2",
+                             small_dtlto.job_file], cwd=work, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+
+    def forked_jobs() -> list[int]:
+        procs = session(proc.pid)
+        servers = {p for p, (pp, name) in procs.items() if pp == proc.pid and name == "clang"}
+        return [p for p, (pp, _) in procs.items() if pp in servers]
+
+    try:
+        wait_until("two compilers forked from fork servers", lambda: len(forked_jobs()) == 2, 60)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        wait_until("every server and compiler gone", lambda: not session(proc.pid), 10)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
