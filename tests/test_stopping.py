@@ -30,6 +30,16 @@ DIST_LTO = [sys.executable, "-m", "dist_lto"]
 CAPTURED = REPO / "examples" / "captured"
 
 
+def kill_everything(proc: subprocess.Popen[bytes], wrapper: Wrapper) -> None:
+    """After a test, whatever it asserted: the tool's group and every process the wrapper
+    started are gone."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    for pid in wrapper.pids():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def tree(root: Path) -> dict[str, float]:
     """Every path below `root` with its modification time."""
     return {str(p.relative_to(root)): p.lstat().st_mtime for p in root.rglob("*")}
@@ -101,11 +111,7 @@ def test_a_stop_signal_to_the_tool_alone_stops_the_wrappers_children_and_leaves_
         wait_until("the wrapper and its children gone", wrapper.all_gone, 10)
         wait_until("the tool's session empty", lambda: not session(proc.pid), 10)
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        for pid in wrapper.pids():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        kill_everything(proc, wrapper)
     after = tree(root)
     added = sorted(set(after) - set(before))
     # `link` creates its output directories before its first backend; nothing else.
@@ -129,11 +135,7 @@ def test_a_tool_whose_parent_dies_stops_the_wrappers_children(
         wait_until("the wrapper and its children gone", wrapper.all_gone, 10)
         wait_until("the session empty", lambda: not session(parent.pid), 10)
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(parent.pid, signal.SIGKILL)
-        for pid in wrapper.pids():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        kill_everything(parent, wrapper)
     stderr = parent.stderr.read().decode() if parent.stderr else ""
     assert f"error: stopped: the process that started it (pid {parent.pid}) has gone" in stderr
     after = tree(root)
@@ -158,11 +160,7 @@ def test_a_sigkilled_tool_leaves_no_child_of_its_wrapper_running(
         wait_until("the wrapper and its children gone", wrapper.all_gone, 10)
         wait_until("the session empty", lambda: not session(proc.pid), 10)
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        for pid in wrapper.pids():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        kill_everything(proc, wrapper)
 
 
 def test_a_sigkilled_distributor_stops_its_compilers_wrappers_and_their_children(
@@ -188,11 +186,7 @@ def test_a_sigkilled_distributor_stops_its_compilers_wrappers_and_their_children
         wait_until("every wrapper and its children gone", wrapper.all_gone, 10)
         wait_until("the session empty", lambda: not session(proc.pid), 10)
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        for pid in wrapper.pids():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        kill_everything(proc, wrapper)
 
 
 def test_a_compiler_whose_version_query_hangs_is_stopped_with_its_children_and_named(
