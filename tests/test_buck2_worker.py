@@ -94,6 +94,25 @@ def out_of(ran: Ran) -> str:
     return ran.argv[ran.argv.index("--out") + 1]
 
 
+def inputs_by_link(ran: list[Ran], executor: str | None = None) -> dict[str, list[str]]:
+    """The `--input` modules of the opt actions of each link (by its `dist_lto/LINK/`)."""
+    found: dict[str, list[str]] = {}
+    for r in ran:
+        if executor is None or r.executor == executor:
+            link = re.search(r"/dist_lto/([^/]+)/", out_of(r))
+            assert link, out_of(r)
+            found.setdefault(link.group(1), []).append(r.argv[r.argv.index("--input") + 1])
+    return found
+
+
+def largest_by_link(buck2: Buck2, ran: list[Ran]) -> dict[str, list[str]]:
+    """Each link's largest backend input, by the size of the file."""
+    return {
+        link: [max(inputs, key=lambda i: (buck2.project / i).stat().st_size)]
+        for link, inputs in inputs_by_link([r for r in ran if r.executor != "WorkerInit"]).items()
+    }
+
+
 def processes_in(project: Path) -> dict[int, str]:
     """pid -> command line of every live process whose working directory is `project`."""
     found = {}
@@ -161,10 +180,14 @@ def test_opt_actions_run_in_one_worker_and_equal_the_command_byte_for_byte(
     proc = buck2.build(*targets)
     ran = opt_ran(buck2)
     kinds = [r.executor for r in ran]
-    assert set(kinds) == {"Worker", "WorkerInit"}, kinds
+    assert set(kinds) == {"Worker", "WorkerInit", "Local"}, kinds
     # One worker for the build, started once (by the first action, listed twice).
     assert kinds.count("WorkerInit") == 1
-    through_worker = [r for r in ran if r.executor == "Worker"]
+    # Each link's largest module runs as a command, unqueued (docs/buck2.md).
+    assert largest_by_link(buck2, ran) == {
+        link: inputs for link, inputs in inputs_by_link(ran, "Local").items()
+    }
+    through_worker = [r for r in ran if r.executor != "WorkerInit"]
     (log,) = worker_logs(build_id(proc.stderr))
     assert "serving opt requests" in log
 

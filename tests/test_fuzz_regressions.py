@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from dist_lto.errors import DistLtoError
+from dist_lto.formats.plans import PLAN_VERSION
 from dist_lto.llvm.bitcode import parse_index
 from dist_lto.llvm.toolchain import tool
 from dist_lto.process import children
@@ -421,7 +422,7 @@ def test_plan_killed_while_writing_plans_leaves_none_empty_and_reruns(
                and not p.name.startswith(".")]  # fmt: skip
     assert written, "the kill came before any plan was written"
     for path in written:
-        assert json.loads(path.read_bytes())["version"] == 1, path
+        assert json.loads(path.read_bytes())["version"] == PLAN_VERSION, path
     rerun = run_cli(argv, cwd=tmp_path)
     assert rerun.returncode == 0, rerun.stderr
 

@@ -102,3 +102,26 @@ def test_captured_plans_drive_backends_and_a_final_link_that_runs(
         ["./app", *words], cwd=captured, check=True, capture_output=True, text=True
     ).stdout
     assert out == _expected(words)
+
+
+def test_the_plans_flag_the_largest_loaded_bitcode_module_once(captured: Path) -> None:
+    """Sizes come from the manifest for members and from the file for objects; a native
+    object or a member the link never loaded is not a backend, however large."""
+    manifest_file = captured / "prep/util/manifest.json"
+    manifest = orjson.loads(manifest_file.read_bytes())
+    sizes = {"unused.o": 10**9, "util.o": 10**6}  # unused.o is never loaded
+    for member in manifest["members"]:
+        member["size"] = sizes[member["name"]]
+    manifest_file.write_bytes(orjson.dumps(manifest))
+    with open(captured / "obj/fast.o", "ab") as native:
+        native.write(bytes(2 * 10**6))
+    command = orjson.loads((captured / "out/link-plan.json").read_bytes())["command"]
+    result = run_cli(["plan", "--replay", "meta.json", "--", *command], cwd=captured)
+    assert result.returncode == 0, result.stderr
+
+    plans = [read_object_plan(f"{captured}/out/plans/{i}.json") for i in (0, 1)]
+    flagged = [plan["path"] for plan in plans if plan["largest"]]
+    for i in (0, 1):
+        archive = read_archive_plan(f"{captured}/out/archive-plans/{i}.json")
+        flagged += [m["name"] for m in archive["members"] if m["largest"]]
+    assert flagged == ["util.o"]

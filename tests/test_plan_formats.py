@@ -157,10 +157,11 @@ def test_final_archive_args_keep_natives_lazy_and_drop_unloaded_bitcode() -> Non
 
 def test_plan_readers_reject_mistyped_fields_with_pointers() -> None:
     plan = {
-        "version": 1,
+        "version": 2,
         "index": 0,
         "path": "a.o",
         "is_bitcode": True,
+        "largest": False,
         "index_file": None,
         "imports": [1],
         "archive_imports": [],
@@ -172,7 +173,7 @@ def test_plan_readers_reject_mistyped_fields_with_pointers() -> None:
     with pytest.raises(BadInput, match=r"^a.json: /members: missing required field"):
         parse_archive_plan(
             {
-                "version": 1,
+                "version": 2,
                 "index": 0,
                 "manifest": "m",
                 "index_dir": "d",

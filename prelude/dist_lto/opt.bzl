@@ -4,6 +4,13 @@
 # directories), the link's flags and the dist-lto sources: ready for remote
 # execution (tests/test_buck2_remote.py builds on an engine whose input roots hold
 # only declared inputs).
+#
+# The link's largest module (its plan says `largest`) does not queue: in-process LLD
+# starts its largest backend first, since it tends to end last, but Buck2 gives the
+# local slots in an order of its own, so the rules give that one action no weight
+# (`weight_percentage = 0`: it starts as soon as its inputs are ready, beside the
+# actions holding the slots) and run it as a command, outside the opt worker, whose
+# requests wait for a slot. An engine ignores the weight.
 
 load(":formats.bzl", "manifest_member_files", "read_archive_plan", "read_manifest", "read_object_plan")
 load(":tools.bzl", "DistLtoTools", "opt_executable")
@@ -61,7 +68,8 @@ def _run_opt(
         out,
         dwo,
         imports: list[Artifact],
-        identifier: str) -> None:
+        identifier: str,
+        largest: bool) -> None:
     cmd = cmd_args(
         "--input",
         module,
@@ -76,7 +84,16 @@ def _run_opt(
         toolchain.clang,
         hidden = imports + link.backend_inputs,
     )
-    ctx.actions.run(cmd, category = "thin_lto_opt", identifier = identifier, exe = opt_executable(toolchain))
+    if largest:
+        ctx.actions.run(
+            cmd,
+            category = "thin_lto_opt",
+            identifier = identifier,
+            exe = opt_executable(toolchain, worker = False),
+            weight_percentage = 0,
+        )
+    else:
+        ctx.actions.run(cmd, category = "thin_lto_opt", identifier = identifier, exe = opt_executable(toolchain))
 
 def opt_object(ctx: AnalysisContext, toolchain: DistLtoTools, link: DistLink, index: int) -> None:
     """Bind object `index`'s optimised object (and .dwo file) from its plan."""
@@ -102,6 +119,7 @@ def opt_object(ctx: AnalysisContext, toolchain: DistLtoTools, link: DistLink, in
             outputs[obj.dwo].as_output() if obj.dwo else None,
             _imports(link, _member_lookup(link, artifacts), plan),
             "{}/{}:{}".format(link.name, index, obj.object.short_path),
+            plan["largest"],
         )
 
     ctx.actions.dynamic_output(
@@ -137,6 +155,7 @@ def opt_archive(ctx: AnalysisContext, toolchain: DistLtoTools, link: DistLink, i
                 dwo.as_output() if dwo else None,
                 _imports(link, member, entry),
                 "{}/archive {}:{}@{}".format(link.name, index, entry["name"], entry["position"]),
+                entry["largest"],
             )
             optimised[entry["opt_object"]] = out
             if dwo:

@@ -51,14 +51,15 @@ def tools_from_runner(runner: Provider, clang: str | RunInfo) -> DistLtoTools:
         clang = clang,
     )
 
-def opt_executable(tools: DistLtoTools) -> WorkerRunInfo | RunInfo:
+def opt_executable(tools: DistLtoTools, worker: bool = True) -> WorkerRunInfo | RunInfo:
     """The `exe` of an opt action, whose arguments are `dist-lto opt`'s (after `opt`).
 
     Run locally, Buck2 sends the arguments to the tools' worker; run remotely (or with
-    `[build] use_persistent_workers = false`, or no worker), the command is `dist-lto opt`
-    followed by the arguments, exactly the command an opt action always ran.
+    `[build] use_persistent_workers = false`, or no worker, or `worker = False`), the
+    command is `dist-lto opt` followed by the arguments, exactly the command an opt
+    action always ran.
     """
     opt = dist_lto_command(tools.opt_python, tools.pkg, "opt", fast = True)
-    if tools.opt_worker == None:
+    if tools.opt_worker == None or not worker:
         return RunInfo(args = opt)
     return WorkerRunInfo(worker = tools.opt_worker, exe = opt)

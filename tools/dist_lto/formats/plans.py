@@ -1,4 +1,4 @@
-"""The planner's outputs: object and archive plans (version 1), the link plan (version 2).
+"""The planner's outputs: object and archive plans and the link plan (version 2).
 
 Each shape is a TypedDict so that the hot path (100,000 object plans) builds plain
 dicts for orjson while the fields stay typed and documented in one place; readers
@@ -12,7 +12,8 @@ from typing import Any, TypedDict
 
 from dist_lto.formats.jsonio import Fields, read_json
 
-PLAN_VERSION = 1
+PLAN_VERSION = 2
+"""Version 2 says which module is the link's largest (`largest`)."""
 LINK_PLAN_VERSION = 2
 """Version 2 records what the plan was made from (`command`, `declaration_imports`)."""
 
@@ -33,6 +34,8 @@ class ObjectPlan(TypedDict):
     member_imports: list[list[int]]
     """`[archive index, member position]` pairs, sorted."""
     opt_output: str
+    largest: bool
+    """The link's largest bitcode module (see `MemberPlan.largest`)."""
 
 
 class MemberPlan(TypedDict):
@@ -50,6 +53,9 @@ class MemberPlan(TypedDict):
     imports: list[int]
     archive_imports: list[int]
     member_imports: list[list[int]]
+    largest: bool
+    """The link's largest bitcode module, whose backend likely ends last: in-process LLD
+    starts it first, and a build system that queues backends should not queue it."""
 
 
 class ArchivePlan(TypedDict):
@@ -127,6 +133,7 @@ def parse_object_plan(doc: object, file: str) -> ObjectPlan:
     f.get(obj, "index", int, "")
     f.get(obj, "path", str, "")
     f.get(obj, "is_bitcode", bool, "")
+    f.get(obj, "largest", bool, "")
     _optional_str(f, obj, "index_file", "")
     f.get(obj, "opt_output", str, "")
     _check_imports(f, obj, "")
@@ -150,6 +157,7 @@ def parse_archive_plan(doc: object, file: str) -> ArchivePlan:
             f.get(member, key, str, pointer)
         f.get(member, "is_bitcode", bool, pointer)
         f.get(member, "opt", bool, pointer)
+        f.get(member, "largest", bool, pointer)
         _optional_str(f, member, "index_file", pointer)
         _optional_str(f, member, "opt_object", pointer)
         _check_imports(f, member, pointer)

@@ -7,6 +7,7 @@ A module is an object or an archive member, keyed by its spelling on the index l
 
 from __future__ import annotations
 
+import os
 import posixpath
 from dataclasses import dataclass, field
 
@@ -66,6 +67,17 @@ def module_code(module: Module) -> int:
     if module.archive < 0:
         return module.key
     return -((module.archive << 32) | module.key) - 1
+
+
+def module_size(module: Module) -> int:
+    """A module's size in bytes: a member's from its manifest, an object's from the file
+    (0 when it cannot be read: the size only orders backends)."""
+    if type(module.origin) is ObjectInput:
+        try:
+            return os.stat(module.origin.path).st_size
+        except OSError:
+            return 0
+    return module.origin[1].size  # type: ignore[index]
 
 
 def member_rels(members: tuple[Member, ...]) -> list[str]:

@@ -40,6 +40,7 @@ from dist_lto.planning.modules import (
     Module,
     member_rels,
     module_code,
+    module_size,
     non_ascii_module,
     relative_inside,
 )
@@ -95,6 +96,8 @@ class Planner:
         if not self.plain:
             self._normalised()  # reports two spellings of one file
         self.layout = Layout.for_inputs(meta.index_dir, [] if self.plain else modules)
+        self.largest: Module | None = None
+        """The largest loaded bitcode module, once the index step is checked."""
 
     def _add(self, module: Module) -> None:
         other = self.modules.setdefault(module.name, module)
@@ -301,6 +304,16 @@ class Planner:
                     unknown = next(n for n in names if n not in codes)
                     raise self._unknown(unknown, path) from None
 
+    def find_largest(self) -> None:
+        """The largest module the index step loaded, by size (the first of equals): in-process
+        LLD starts its backends largest first, since the largest tends to end last; the
+        plans say which it is, so that a build system can start it without queueing."""
+        largest, most = None, -1
+        for module in self.modules.values():
+            if module.loaded and (size := module_size(module)) > most:
+                largest, most = module, size
+        self.largest = largest
+
     def member_modules(self) -> list[Module]:
         return [m for archive in self.archives.values() for _, m in archive.members]
 
@@ -335,6 +348,7 @@ class Planner:
             "archive_imports": archives,
             "member_imports": members,  # type: ignore[typeddict-item]
             "opt_output": o.opt_output,
+            "largest": module is self.largest,
         }
 
     def archive_plan(self, archive: Archive) -> ArchivePlan:
@@ -357,6 +371,7 @@ class Planner:
                     "imports": objects,
                     "archive_imports": archives,
                     "member_imports": members,  # type: ignore[typeddict-item]
+                    "largest": module is self.largest,
                 }
             )
         a = archive.input
@@ -585,6 +600,7 @@ def _checked(
             if large:
                 prefetch = index_step.ImportsPrefetch(list_file)
         planner.check_index(replay)
+        planner.find_largest()
     finally:
         if prefetch is not None:
             prefetch.stop()
