@@ -310,12 +310,15 @@ def test_rules_refuse_a_plan_or_manifest_of_another_version_naming_the_file(
     tmp_path: Path, kind: str
 ) -> None:
     """Rules of one release and tools of another: the rules' formats.bzl is edited to
-    expect version 2, the tools write version 1."""
+    expect the next version of what the tools write."""
     project = scratch_project(tmp_path)
     formats = project / "prelude" / "dist_lto" / "formats.bzl"
     text = formats.read_text()
-    assert text.count(f"{kind}_VERSION = 1\n") == 1
-    formats.write_text(text.replace(f"{kind}_VERSION = 1\n", f"{kind}_VERSION = 2\n"))
+    (written,) = re.findall(rf"^{kind}_VERSION = (\d+)$", text, re.MULTILINE)
+    expected = int(written) + 1
+    formats.write_text(
+        text.replace(f"{kind}_VERSION = {written}\n", f"{kind}_VERSION = {expected}\n")
+    )
     other = Buck2(project)
     try:
         lib_package(other, "lib", lto=True)
@@ -324,5 +327,6 @@ def test_rules_refuse_a_plan_or_manifest_of_another_version_naming_the_file(
         other.kill()
     assert proc.returncode != 0
     what = "(object|archive|link) plan" if kind == "PLAN" else "manifest"
-    refused = rf"root//lib:app-dist: \S+\.json: {what} version 1, where these rules read version 2"
+    refused = (rf"root//lib:app-dist: \S+\.json: {what} version {written},"
+               rf" where these rules read version {expected}")  # fmt: skip
     assert re.search(refused, proc.stderr), proc.stderr[-3000:]
