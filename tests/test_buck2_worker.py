@@ -180,9 +180,12 @@ def test_opt_actions_run_in_one_worker_and_equal_the_command_byte_for_byte(
     proc = buck2.build(*targets)
     ran = opt_ran(buck2)
     kinds = [r.executor for r in ran]
-    assert set(kinds) == {"Worker", "WorkerInit", "Local"}, kinds
-    # One worker for the build, started once (by the first action, listed twice).
-    assert kinds.count("WorkerInit") == 1
+    assert set(kinds) == {"Worker", "Local"}, kinds
+    # One worker for the build, started once, by a link's `--ready` request (listed
+    # twice), before any backend: each link's plan action waits for one.
+    ready = [r for r in buck2.what_ran(worker_starts=True) if r.category == "thin_lto_opt_ready"]
+    assert sorted(r.executor for r in ready) == ["Worker"] * len(targets) + ["WorkerInit"]
+    assert {r.target for r in ready} == {f"root{t}" for t in targets}
     # Each link's largest module runs as a command, unqueued (docs/buck2.md).
     assert largest_by_link(buck2, ran) == {
         link: inputs for link, inputs in inputs_by_link(ran, "Local").items()

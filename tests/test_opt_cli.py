@@ -86,6 +86,23 @@ def test_missing_required_option_is_a_usage_error() -> None:
     assert "the following arguments are required: --index" in result.stderr
 
 
+def test_ready_writes_an_empty_stamp_and_runs_no_compiler(tmp_path: Path) -> None:
+    stamp = tmp_path / "ready"
+    stamp.write_bytes(b"stale")
+    result = run_cli(["opt", "--ready", str(stamp), "--", str(tmp_path / "no-such-clang")])
+    assert (result.returncode, result.stderr) == (0, "")
+    assert stamp.read_bytes() == b""
+
+
+@pytest.mark.parametrize("other", [["--input", "m.o"], ["--out", "o"], ["--print-command"]])
+def test_ready_with_a_backends_option_is_a_usage_error(tmp_path: Path, other: list[str]) -> None:
+    stamp = tmp_path / "ready"
+    result = run_cli(["opt", "--ready", str(stamp), *other, "--", "clang"])
+    assert result.returncode == 2
+    assert f"argument --ready: not allowed with argument {other[0]}" in result.stderr
+    assert not stamp.exists()
+
+
 def test_missing_compiler_is_a_usage_error() -> None:
     result = run_cli(["opt", "--input", "m.o", "--index", "i", "--out", "o"])
     assert result.returncode == 2
@@ -99,7 +116,10 @@ def test_missing_compiler_is_a_usage_error() -> None:
 PATHS = st.text("abcxyz./-_=", min_size=1, max_size=8)
 OPTION = st.one_of(
     st.tuples(
-        st.sampled_from(["--input", "--index", "--out", "--args", "--dwo", "--split-dwarf"]), PATHS
+        st.sampled_from(
+            ["--input", "--index", "--out", "--args", "--dwo", "--split-dwarf", "--ready"]
+        ),
+        PATHS,
     ),
     st.tuples(st.sampled_from(["--print-command", "--no-lld-defaults"])),
     st.tuples(st.sampled_from(["--inp", "--bogus", "-h", "--input"])),

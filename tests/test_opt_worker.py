@@ -186,6 +186,23 @@ def test_worker_forks_its_compilers_from_a_fork_server(
     assert indexed.clang in children  # a waiting clang, started once
 
 
+def test_a_ready_request_starts_a_fork_served_compiler_before_any_backend(
+    indexed: Indexed, tmp_path: Path
+) -> None:
+    client = WorkerClient(str(tmp_path / "worker.sock"), str(indexed.root))
+    try:
+        reply = client.execute(["--ready", str(tmp_path / "ready"), "--", indexed.clang])
+        assert (reply.exit_code, reply.stderr) == (0, "")
+        assert (tmp_path / "ready").read_bytes() == b""
+        children = subprocess.run(["ps", "-o", "args=", "--ppid", str(client.proc.pid)],
+                                  capture_output=True, text=True).stdout  # fmt: skip
+        assert indexed.clang in children  # waiting for the first backend
+        backend = client.execute(args("add.o", str(tmp_path / "add.o"), clang=indexed.clang))
+        assert backend.exit_code == 0, backend.stderr
+    finally:
+        client.close()
+
+
 def test_worker_without_a_socket_fails_with_one_line(indexed: Indexed) -> None:
     proc = subprocess.run([*OPT[:-1], "opt-worker"], cwd=indexed.root, capture_output=True,
                           text=True, env={"PATH": "/usr/bin:/bin"})  # fmt: skip

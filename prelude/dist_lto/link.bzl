@@ -14,7 +14,7 @@
 
 load(":final_link.bzl", "final_link")
 load(":linkables.bzl", "LinkGroup")
-load(":opt.bzl", "opt_archive", "opt_object")
+load(":opt.bzl", "opt_archive", "opt_object", "start_opt_worker")
 load(":plan.bzl", "collect_link", "run_plan")
 load(":tools.bzl", "DistLtoTools")
 load(":types.bzl", "DistLink", "LinkedBinary", "SPLIT_DWARF_MODES")
@@ -62,7 +62,8 @@ def dist_lto_link(
         final_link_args = ctx.actions.declare_output(prefix, "final_link.args"),
         link_plan = ctx.actions.declare_output(prefix, "link_plan.json"),
     )
-    run_plan(ctx, tools, name, collected, driver, link.link_plan, link.final_link_args)
+    ready = start_opt_worker(ctx, tools, name)
+    run_plan(ctx, tools, name, collected, driver, link.link_plan, link.final_link_args, [ready] if ready else [])
     for i in range(len(link.objects)):
         opt_object(ctx, tools, link, i)
     for i in range(len(link.archives)):

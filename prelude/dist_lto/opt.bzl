@@ -11,6 +11,12 @@
 # (`weight_percentage = 0`: it starts as soon as its inputs are ready, beside the
 # actions holding the slots) and run it as a command, outside the opt worker, whose
 # requests wait for a slot. An engine ignores the weight.
+#
+# Buck2 starts the opt worker with the first action that names it, and a worker starts
+# in a fraction of a second (an interpreter, gRPC, a fork-served clang): so that the
+# first backend does not wait for it, each link's plan action also waits for a
+# `--ready` request (`start_opt_worker`), which takes no slot and runs while the
+# compiles do.
 
 load(":formats.bzl", "manifest_member_files", "read_archive_plan", "read_manifest", "read_object_plan")
 load(":tools.bzl", "DistLtoTools", "opt_executable")
@@ -94,6 +100,22 @@ def _run_opt(
         )
     else:
         ctx.actions.run(cmd, category = "thin_lto_opt", identifier = identifier, exe = opt_executable(toolchain))
+
+def start_opt_worker(ctx: AnalysisContext, tools: DistLtoTools, link_name: str) -> Artifact | None:
+    """A stamp that the opt worker and a fork-served backend compiler have started (None
+    without a worker): an input of the plan action, so Buck2 runs it at the start of the
+    build, beside the compiles."""
+    if tools.opt_worker == None:
+        return None
+    stamp = ctx.actions.declare_output("dist_lto/{}/opt_worker.ready".format(link_name))
+    ctx.actions.run(
+        cmd_args("--ready", stamp.as_output(), "--", tools.clang),
+        category = "thin_lto_opt_ready",
+        identifier = link_name,
+        exe = opt_executable(tools),
+        weight_percentage = 0,
+    )
+    return stamp
 
 def opt_object(ctx: AnalysisContext, toolchain: DistLtoTools, link: DistLink, index: int) -> None:
     """Bind object `index`'s optimised object (and .dwo file) from its plan."""

@@ -110,8 +110,10 @@ def run_plan(
         link: CollectedLink,
         driver_command,
         link_plan: Artifact,
-        final_link_args: Artifact) -> None:
-    """Write the meta file and run `dist-lto plan` on it (category `thin_lto_plan`)."""
+        final_link_args: Artifact,
+        after: list[Artifact] = []) -> None:
+    """Write the meta file and run `dist-lto plan` on it (category `thin_lto_plan`),
+    once the artifacts `after` exist too."""
     prefix = "dist_lto/" + link_name
     index_dir = ctx.actions.declare_output(prefix, "index", dir = True)
     meta_file = ctx.actions.write_json(
@@ -132,6 +134,6 @@ def run_plan(
         meta_file,
         "--",
         driver_command,
-        hidden = inputs + outputs,
+        hidden = inputs + outputs + after,
     )
     ctx.actions.run(cmd, category = "thin_lto_plan", identifier = link_name)

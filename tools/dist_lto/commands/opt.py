@@ -35,7 +35,8 @@ PROG = "dist-lto opt"
 USAGE = """\
 dist-lto opt [-h] --input M.o --index M.thinlto.bc --out M.opt.o
                     [--args LINK_FLAGS_FILE] [--dwo M.opt.dwo] [--split-dwarf MODE]
-                    [--print-command] [--no-lld-defaults] -- CLANG [EXTRA FLAGS...]"""
+                    [--print-command] [--no-lld-defaults] -- CLANG [EXTRA FLAGS...]
+       dist-lto opt --ready STAMP -- CLANG"""
 DESCRIPTION = """\
 Run one ThinLTO backend: CLANG -c -x ir INPUT -fthinlto-index=INDEX <backend flags>
 [EXTRA FLAGS] -o OUT, where the backend flags are translated from the link's flags
@@ -48,13 +49,15 @@ that is not LLVM bitcode is passed to OUT unchanged."""
 EPILOG = """\
 The link flags file holds one argument per line, verbatim, as given to the clang
 driver for the link (-O3, -Wl,--lto-O2, -Xlinker, -fPIC, -march=..., -lm ...).
+`--ready STAMP` runs no backend and writes STAMP empty: sent to the opt worker before
+the first backend, it starts the worker and a fork-served CLANG while the compiles run.
 Exit status: 0 success; 2 bad input (flags, paths, an index that does not name
 INPUT); clang's own status when it fails; 128+N when it dies by signal N; 1 when
 clang exits 0 but its output is missing, empty or not an ELF object.
 Start it as `python3 -S -E path/to/dist_lto/__main__.py opt ...`: see docs/opt.md."""
 
 _VALUE_OPTIONS = {"--input": "input", "--index": "index", "--out": "out", "--args": "args",
-                  "--dwo": "dwo", "--split-dwarf": "split_dwarf"}  # fmt: skip
+                  "--dwo": "dwo", "--split-dwarf": "split_dwarf", "--ready": "ready"}  # fmt: skip
 _SPLIT_DWARF_MODES = ("single", "split")
 _FLAG_OPTIONS = {"--print-command": "print_command", "--no-lld-defaults": "no_lld_defaults"}
 
@@ -63,7 +66,7 @@ class Options:
     """The parsed command line."""
 
     __slots__ = ("args", "command", "dwo", "index", "input", "no_lld_defaults", "out",
-                 "print_command", "split_dwarf")  # fmt: skip
+                 "print_command", "ready", "split_dwarf")  # fmt: skip
 
     def __init__(self) -> None:
         self.input = ""
@@ -75,6 +78,8 @@ class Options:
         """`single` or `split`; None: `split` with --dwo, else no split DWARF."""
         self.print_command = False
         self.no_lld_defaults = False
+        self.ready: str | None = None
+        """`--ready STAMP`: no backend, STAMP written empty."""
         self.command: list[str] = []
         """CLANG and the extra flags after `--`."""
 
@@ -83,9 +88,21 @@ def _parse_fast(argv: list[str]) -> Options | None:
     """The common case, without argparse; None sends anything unusual to argparse."""
     opts = Options()
     positional = scan(argv, opts, _VALUE_OPTIONS, _FLAG_OPTIONS, rest="command")
-    if positional != [] or not (opts.input and opts.index and opts.out and opts.command):
+    if positional != [] or not opts.command or _misfits(opts):
         return None
     return opts
+
+
+def _misfits(opts: Options) -> list[str]:
+    """What the options lack or have too much of: a backend needs its module, index and
+    output; `--ready` takes only the compiler."""
+    if opts.ready is None:
+        return [name for name, value in (("--input", opts.input), ("--index", opts.index),
+                                         ("--out", opts.out)) if not value]  # fmt: skip
+    given = (("--input", opts.input), ("--index", opts.index), ("--out", opts.out),
+             ("--args", opts.args), ("--dwo", opts.dwo), ("--split-dwarf", opts.split_dwarf),
+             ("--print-command", opts.print_command))  # fmt: skip
+    return [name for name, value in given if value]
 
 
 def build_parser() -> "argparse.ArgumentParser":
@@ -93,17 +110,17 @@ def build_parser() -> "argparse.ArgumentParser":
     parser = argument_parser(PROG, USAGE, DESCRIPTION, EPILOG)
     parser.add_argument(
         "--input",
-        required=True,
+        default="",
         metavar="M.o",
         help="the module: bitcode, spelled exactly as the index step saw it",
     )
     parser.add_argument(
         "--index",
-        required=True,
+        default="",
         metavar="M.thinlto.bc",
         help="its individual index from the index step",
     )
-    parser.add_argument("--out", required=True, metavar="M.opt.o", help="the native object")
+    parser.add_argument("--out", default="", metavar="M.opt.o", help="the native object")
     parser.add_argument(
         "--args",
         metavar="LINK_FLAGS_FILE",
@@ -134,6 +151,12 @@ def build_parser() -> "argparse.ArgumentParser":
         " LLD's in-process ThinLTO always uses (the PIC flag stays)",
     )
     parser.add_argument(
+        "--ready",
+        metavar="STAMP",
+        help="run no backend; write STAMP empty (through the opt worker: start it and a"
+        " fork-served CLANG before the first backend needs them)",
+    )
+    parser.add_argument(
         "command",
         nargs="+",
         metavar="CLANG [EXTRA FLAGS...]",
@@ -143,7 +166,13 @@ def build_parser() -> "argparse.ArgumentParser":
 
 
 def parse_args(argv: list[str]) -> Options:
-    return parse(argv, _parse_fast, build_parser, Options)
+    opts = parse(argv, _parse_fast, build_parser, Options)
+    misfits = _misfits(opts)
+    if misfits and opts.ready is None:
+        build_parser().error(f"the following arguments are required: {', '.join(misfits)}")
+    if misfits:
+        build_parser().error(f"argument --ready: not allowed with argument {misfits[0]}")
+    return opts
 
 
 def split_dwarf_mode(opts: Options) -> str | None:
@@ -201,6 +230,9 @@ def check_outputs(opts: Options) -> None:
 
 def main(argv: list[str]) -> int:
     opts = parse_args(argv)
+    if opts.ready is not None:
+        write_ready(opts.ready)
+        return 0
     if opts.print_command:
         print(describe(opts))
         return 0
@@ -208,6 +240,16 @@ def main(argv: list[str]) -> int:
     if warnings:
         sys.stderr.buffer.write(warnings)
     return 0
+
+
+def write_ready(stamp: str) -> None:
+    """`--ready`: the stamp, empty, written whole."""
+    from dist_lto.fsutil import write_atomic, write_failure
+
+    try:
+        write_atomic(stamp, b"")
+    except OSError as err:
+        raise write_failure(err, stamp) from None
 
 
 def describe(opts: Options) -> str:

@@ -34,14 +34,20 @@ class WorkerCompiler:
         self.forked = False
         """Whether the last `run` went through the fork server."""
 
-    def run(self, argv: list[str], on_start: Callable[[int], None] | None) -> tuple[int, bytes]:
-        from dist_lto.process.forkserver import ForkServer, ForkServerLost
+    def start(self) -> None:
+        """Start the fork server now, if there is to be one (`run` starts it otherwise)."""
+        from dist_lto.process.forkserver import ForkServer
 
         if self.server is None and self.preload is not None:
             try:
                 self.server = ForkServer(self.compiler, self.preload, self.env)
             except DistLtoError as err:
                 self._give_up(err)
+
+    def run(self, argv: list[str], on_start: Callable[[int], None] | None) -> tuple[int, bytes]:
+        from dist_lto.process.forkserver import ForkServerLost
+
+        self.start()
         if self.server is not None:
             try:
                 status_and_stderr = self.server.run(argv, on_start)

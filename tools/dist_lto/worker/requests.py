@@ -165,6 +165,10 @@ def run_request(argv: list[str], pool: CompilerPool, running: Running) -> Reply:
             return _run_command(argv)
         compiler = pool.take(opts.command[0])
         try:
+            if opts.ready is not None:  # start its fork server now: the first backend forks
+                compiler.start()
+                opt.write_ready(opts.ready)
+                return Reply(0, b"")
             warnings = opt.execute(opts, runner=compiler.run, on_start=running.started)
         finally:
             running.close()
