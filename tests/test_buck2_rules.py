@@ -283,7 +283,8 @@ def test_editing_one_source_reruns_only_what_depends_on_it(buck2: Buck2) -> None
     assert run(exe) == "10 7\n"
     full = buck2.what_ran()
     assert Counter(r.category for r in full if r.category.startswith("thin_lto")) == {
-        "thin_lto_prepare": 1, "thin_lto_plan": 1, "thin_lto_opt": 4, "thin_lto_link": 1,
+        "thin_lto_opt_ready": 1, "thin_lto_prepare": 1, "thin_lto_plan": 1, "thin_lto_opt": 4,
+        "thin_lto_link": 1,
     }  # fmt: skip
     imports = _imports(buck2, full)
     assert "leaf.o" in imports["mid.o"], imports  # ThinLTO imports leaf() into mid.o

@@ -334,9 +334,11 @@ def test_our_phases_optimise_exactly_the_loaded_modules_in_the_worker_with_no_co
         categories = Counter(r.category for r in ran if r.target == f"root{program}-fine")
         assert categories["thin_lto_plan"] == categories["thin_lto_link"] == 1
         assert set(categories) <= {"archive", "thin_lto_prepare", "thin_lto_plan",
-                                   "thin_lto_opt", "thin_lto_link"}, categories  # fmt: skip
+                                   "thin_lto_opt_ready", "thin_lto_opt",
+                                   "thin_lto_link"}, categories  # fmt: skip
     rust_actions = [r for r in ran if r.target == "root//rust:linestats_report-fine"]
-    assert len(rust_actions) == len(_fine_modules(ran, "//rust:linestats_report-fine")) + 4
+    # Besides the opt actions: archive, prepare, the --ready request, plan, link.
+    assert len(rust_actions) == len(_fine_modules(ran, "//rust:linestats_report-fine")) + 5
     # Run locally, our phases' opt actions go to the persistent opt worker (upstream's
     # cannot: docs/upstream-buck2.md), all but each link's largest module's, which runs
     # as a command that takes no slot (docs/buck2.md).
