@@ -94,6 +94,7 @@ DIST_LTO_SOURCES = [
     "dist_lto/worker/__init__.py",
     "dist_lto/worker/client.py",
     "dist_lto/worker/protocol.py",
+    "dist_lto/worker/relay.py",
     "dist_lto/worker/requests.py",
     "dist_lto/worker/server.py",
     # The opt worker builds its fork server from this.

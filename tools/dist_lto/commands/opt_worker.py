@@ -67,13 +67,16 @@ def main(argv: list[str]) -> int:
     from dist_lto.process import guard
 
     guard.start()  # before any thread: compilers it starts directly die with it, however
-    try:
-        import grpc  # noqa: F401
-    except ImportError:
+    from importlib.util import find_spec
+
+    if find_spec("grpc") is None:
         raise BadInput(
             "cannot import grpc: install dist-lto[remote] into this Python, or turn the worker"
             " off (`[dist_lto] opt_worker = false`)"
-        ) from None
+        )
+    from dist_lto.worker.relay import Relay, listen_now
+
+    listener = listen_now(socket_path)  # Buck2 connects while grpc loads (worker/relay.py)
     from dist_lto.distribute.result_cache import default_cache_dir
     from dist_lto.worker.requests import CompilerPool
     from dist_lto.worker.server import OptService, log, start
@@ -91,7 +94,10 @@ def main(argv: list[str]) -> int:
 
     for sig in _STOP_SIGNALS:
         _signal.signal(sig, on_signal)
-    server = start(socket_path, service)
+    server_path = f"{socket_path}.grpc"
+    server = start(server_path, service)
+    relay = Relay(listener, server_path)
+    relay.start()
     try:
         log(f"serving opt requests on {socket_path} (pid {os.getpid()})")
         _watch_parent(stop)
@@ -99,13 +105,15 @@ def main(argv: list[str]) -> int:
             pass
         log(f"stopping: {f'signal {stopped_by[0]}' if stopped_by else 'its parent has gone'}")
     finally:
+        relay.close()
         service.stop_all()
         server.stop(None).wait()
         pool.close()
-        try:  # noqa: SIM105 (Buck2 may have removed it)
-            os.unlink(socket_path)
-        except OSError:
-            pass
+        for path in (socket_path, server_path):
+            try:  # noqa: SIM105 (Buck2 may have removed it)
+                os.unlink(path)
+            except OSError:
+                pass
         if tmp is not None:
             remove_private_dir(tmp)
     return 128 + stopped_by[0] if stopped_by else 0
