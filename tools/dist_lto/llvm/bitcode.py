@@ -633,7 +633,7 @@ class IndexRecords:
     and every other byte. A result cache keys on these rather than on the file, whose
     bytes depend on how modules are spelled (see `read_index_records`)."""
 
-    __slots__ = ("modules", "other", "summary", "summary_bytes")
+    __slots__ = ("modules", "other", "skip", "summary", "summary_bytes")
 
     def __init__(
         self,
@@ -641,6 +641,7 @@ class IndexRecords:
         summary: list[tuple[int, list[int]]] | None,
         summary_bytes: bytes,
         other: bytes,
+        skip: bool | None = None,
     ) -> None:
         self.modules = modules
         """(module id, path, the records that follow its entry, e.g. its hash) in order."""
@@ -652,6 +653,27 @@ class IndexRecords:
         self.other = other
         """The file without the module table, the summary block and the module block's
         length word."""
+        self.skip = skip
+        """The summary's skip flag (`IndexModules.skip`); None when its FLAGS record
+        could not be read, or the blocks are not one module table and at most one
+        summary after it, as LLVM writes them."""
+
+    def module_table(self) -> IndexModules | None:
+        """What `parse_index` says of the same index, from the records already decoded:
+        so that a distributor reads each index once for its check and its key. None when
+        the skip flag could not be read (`parse_index` then says why)."""
+        if self.skip is None:
+            return None
+        paths = []
+        hashes: list[tuple[int, ...]] = []
+        for _, path, records in self.modules:
+            paths.append(path)
+            found: tuple[int, ...] = ()
+            for code, ops in records:
+                if code == _MST_CODE_HASH:
+                    found = tuple(ops)
+            hashes.append(found)
+        return IndexModules(paths, self.skip, hashes)
 
 
 def read_index_records(data: bytes, *, decode_summary: bool = True) -> IndexRecords:
@@ -672,16 +694,27 @@ def read_index_records(data: bytes, *, decode_summary: bool = True) -> IndexReco
     modules: list[tuple[int, bytes, list[tuple[int, list[int]]]]] | None = None
     summary: list[tuple[int, list[int]]] | None = None
     summary_bytes = b""
+    skip: bool | None = False  # no summary block: nothing is skipped (`_module_block`)
+    order: list[int] = []
     cuts: list[tuple[int, int]] = []
     try:
         for block_id, sub_width, inherited, start, end in _subblocks(reader, width, blockinfo):
             if end > reader.end:
                 raise _Truncated
+            if block_id in (_MODULE_STRTAB_BLOCK, _GLOBALVAL_SUMMARY_BLOCK):
+                order.append(block_id)
             if block_id == _MODULE_STRTAB_BLOCK:
                 modules = _module_table(_Block(reader, sub_width, inherited))
                 cuts.append((start, end >> 3))
             elif block_id == _GLOBALVAL_SUMMARY_BLOCK:
                 summary_bytes = data[start + 4 : end >> 3]
+                at = reader.pos
+                try:
+                    flags = _summary_flags(_Block(reader, sub_width, inherited))
+                    skip = flags & _SKIP_MODULE_FLAG != 0
+                except (ValueError, _Truncated):
+                    skip = None
+                reader.pos = at
                 if decode_summary:
                     summary = _summary_records(_Block(reader, sub_width, inherited))
                 cuts.append((start, end >> 3))
@@ -689,13 +722,15 @@ def read_index_records(data: bytes, *, decode_summary: bool = True) -> IndexReco
         raise ValueError("truncated bitcode") from None
     if modules is None:
         raise ValueError("no module table (MODULE_STRTAB_BLOCK): not a ThinLTO index")
+    if order not in ([_MODULE_STRTAB_BLOCK], [_MODULE_STRTAB_BLOCK, _GLOBALVAL_SUMMARY_BLOCK]):
+        skip = None  # not as LLVM writes it: `parse_index` reads it its own way
     pieces = [data[:length_at]]
     pos = length_at + 4
     for start, stop in cuts:
         pieces.append(data[pos:start])
         pos = stop
     pieces.append(data[pos:])
-    return IndexRecords(modules, summary, summary_bytes, b"".join(pieces))
+    return IndexRecords(modules, summary, summary_bytes, b"".join(pieces), skip)
 
 
 def _module_table(block: _Block) -> list[tuple[int, bytes, list[tuple[int, list[int]]]]]:
