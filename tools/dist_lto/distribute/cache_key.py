@@ -26,7 +26,7 @@ from dist_lto.errors import BadInput
 from dist_lto.formats.jobfile import Job, JobFile
 from dist_lto.formats.jsonio import loads
 from dist_lto.fsutil import open_input, read_input, write_atomic
-from dist_lto.llvm.bitcode import IndexModules, check_whole, read_index_records
+from dist_lto.llvm.bitcode import IndexModules, IndexRecords, check_whole, read_index_records
 from dist_lto.llvm.summary import canonical_summary
 from dist_lto.llvm.toolchain import which
 
@@ -177,32 +177,53 @@ class KeyMaker:
                 index = read_index(job.index)
             except BadInput:
                 return None
-        written_index = index
+        read = index
 
-        def as_written(path: str, names: dict[str, str]) -> bytes:
-            return _raw_index_digest(written_index, job, self.jobs)
+        def raw(path: str, names: dict[str, str]) -> bytes:
+            return _raw_index_digest(read, job, self.jobs)
 
-        written = self._key(job, as_written)
-        if written is None:
-            return None
-        alias = os.path.join(self.aliases_dir, written[:2], written)
-        remembered = _read_alias(alias, job)
-        if remembered is not None:
-            if remembered[1] is not None:
-                index.table = remembered[1]
-            return remembered[0]
+        def written(path: str, names: dict[str, str]) -> bytes:
+            return _written_index_digest(read, names)
 
         def canonical(path: str, names: dict[str, str]) -> bytes:
-            return _canonical_index_digest(written_index.data, names)
+            return _canonical_index_digest(read.data, names)
 
+        raw_alias = self._alias(job, raw)
+        if raw_alias is None:
+            return None
+        remembered = _read_alias(raw_alias, job)
+        if remembered is not None and remembered[1] is not None:
+            index.table = remembered[1]
+            return remembered[0]
+        written_alias = self._alias(job, written)
+        remembered = _read_alias(written_alias, job) if written_alias is not None else None
+        if remembered is not None:
+            return remembered[0]
         key = self._key(job, canonical)
-        if key is not None:
+        if key is None:
+            return None
+        # The raw alias only with a module table, which shows that no module is spelled
+        # like a path it does not cover. Not written when a written alias led here: such
+        # an index is written anew by every link (members named after LLD's process id).
+        table = index.modules()
+        for alias, text in ((raw_alias, _alias_text(key, table) if table is not None else None),
+                            (written_alias, _alias_text(key, None))):  # fmt: skip
+            if alias is None or text is None:
+                continue
             try:
                 os.makedirs(os.path.dirname(alias), exist_ok=True)
-                write_atomic(alias, _alias_text(key, index.modules()))
+                write_atomic(alias, text)
             except OSError:
                 pass  # remembering is an optimisation
         return key
+
+    def _alias(
+        self, job: Job, index_digest: "Callable[[str, dict[str, str]], bytes]"
+    ) -> str | None:
+        """Where the alias of the job's key with `index_digest` lives; None without a key."""
+        assert self.aliases_dir is not None
+        key = self._key(job, index_digest)
+        return None if key is None else os.path.join(self.aliases_dir, key[:2], key)
 
     def _key(self, job: Job, index_digest: "Callable[[str, dict[str, str]], bytes]") -> str | None:
         names: dict[str, str] = {}
@@ -269,29 +290,60 @@ class WrittenIndex:
     """A job's index as read once, for both its check (`backend.check_primary`) and its
     key: its bytes, and its module table once decoded or remembered."""
 
-    __slots__ = ("data", "table")
+    __slots__ = ("_records", "data", "table")
 
     def __init__(self, data: bytes) -> None:
         self.data = data
         self.table: IndexModules | None = None
         """The module table, when known (`modules`, or an alias that remembered it)."""
+        self._records: IndexRecords | bool | None = False
+
+    def records(self) -> IndexRecords | None:
+        """Its parts with the summary as bytes (`read_index_records`); None when it is
+        not a well-formed index."""
+        if self._records is False:
+            try:
+                self._records = read_index_records(self.data, decode_summary=False)
+            except ValueError:
+                self._records = None
+        assert self._records is not True
+        return self._records
 
     def modules(self) -> IndexModules | None:
         """Its module table as `parse_index` reads it; None when the index is not whole
         or not laid out as LLVM writes it (`check_primary` then reads it and says why)."""
         if self.table is None:
+            records = self.records()
             try:
                 check_whole(self.data)
-                records = read_index_records(self.data, decode_summary=False)
             except ValueError:
                 return None
-            self.table = records.module_table()
+            self.table = records.module_table() if records is not None else None
         return self.table
 
 
 def read_index(path: str) -> WrittenIndex:
     """The index at `path`; BadInput when it cannot be read."""
     return WrittenIndex(read_input(path, "ThinLTO index"))
+
+
+def _written_index_digest(index: WrittenIndex, names: dict[str, str]) -> bytes:
+    """The index as written, its module table with paths as placeholders (module ids
+    kept: the summary names modules by id), every other byte as it is: the same for two
+    links whose members LLD named after different process ids but whose summaries it
+    wrote alike."""
+    records = index.records()
+    if records is None:
+        return hashlib.sha256(b"raw\0" + index.data).digest()
+    modules = []
+    for module_id, module_path, module_records in records.modules:
+        name = os.fsdecode(module_path)
+        modules.append((module_id, names.get(name, name), module_records))
+    h = hashlib.sha256(b"written index\0")
+    h.update(repr(sorted(modules)).encode(errors="surrogateescape"))
+    h.update(b"\0summary\0" + records.summary_bytes)
+    h.update(b"\0other\0" + records.other)
+    return h.digest()
 
 
 def _raw_index_digest(index: WrittenIndex, job: Job, jobs: JobFile) -> bytes:
@@ -318,7 +370,7 @@ def _alias_text(key: str, modules: IndexModules | None) -> bytes:
         table = {
             "skip": modules.skip,
             "paths": [path.decode("latin-1") for path in modules.paths],
-            "hashes": [list(h) for h in modules.hashes],
+            "hashes": [" ".join(map(str, h)) for h in modules.hashes],
         }
     return key.encode() + b"\n" + json.dumps(table, separators=(",", ":")).encode()
 
@@ -335,15 +387,15 @@ def _read_alias(path: str, job: Job) -> "tuple[str, IndexModules | None] | None"
     if len(data) < 65 or data[64:65] != b"\n" or not _HEX.issuperset(data[:64]):
         return None
     try:
-        table = loads(data[65:])
+        table = json.loads(data[65:])  # ours, written above: no need for `loads`' checks
         if table is None:
             return data[:64].decode(), None
-        paths = [str(p).encode("latin-1") for p in table["paths"]]
-        hashes = [tuple(int(x) for x in h) for h in table["hashes"]]
+        paths = [p.encode("latin-1") for p in table["paths"]]
+        hashes = [tuple(map(int, h.split())) for h in table["hashes"]]
         skip = table["skip"]
         if len(hashes) != len(paths) or not isinstance(skip, bool):
             return None
-    except (ValueError, TypeError, KeyError, UnicodeError):
+    except (ValueError, TypeError, KeyError, AttributeError):
         return None
     unnamed = {os.fsencode(path) for path in (*job.outputs, job.index)}
     if not unnamed.isdisjoint(paths):
