@@ -17,6 +17,7 @@ from dist_lto.distribute.cache_key import KeyMaker, WrittenIndex, read_index
 from dist_lto.distribute.result_cache import ResultCache
 from dist_lto.errors import BadInput
 from dist_lto.formats.jobfile import JobFile, parse_job_file, read_job_file
+from dist_lto.llvm import bitcode
 from dist_lto.llvm.bitcode import IndexModules, parse_index
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -81,6 +82,48 @@ def test_a_damaged_index_gives_the_checks_table_or_none(
         reference = parse_index(bytes(data))
     if modules is not None:
         assert table(modules) == table(reference)
+
+
+def records_both_ways(data: bytes) -> tuple[object, object]:
+    """`read_index_records(data)` with the fast summary walk and with its reference, each
+    as its result or the exception type it raised."""
+    found = []
+    for walk in (bitcode._summary_records, bitcode._summary_records_slowly):
+        saved = bitcode._summary_records
+        bitcode._summary_records = walk
+        try:
+            index = bitcode.read_index_records(data)
+            found.append((index.modules, index.summary, index.summary_bytes, index.other))
+        except ValueError as err:
+            found.append(type(err))
+        finally:
+            bitcode._summary_records = saved
+    return found[0], found[1]
+
+
+def test_the_fast_summary_walk_reads_what_its_reference_reads(
+    small_dtlto: DtltoLink, lua_thin_index: ThinIndex
+) -> None:
+    indexes = [*lua_thin_index.root.glob("obj/*.thinlto.bc"),
+               *small_dtlto.root.glob("*.thinlto.bc")]  # fmt: skip
+    for path in indexes:
+        fast, reference = records_both_ways(path.read_bytes())
+        assert fast == reference and isinstance(fast, tuple), path
+
+
+@given(cut=st.integers(0, 10_000), flips=st.lists(st.integers(0, 1 << 20), max_size=4))
+@settings(max_examples=examples(300), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+def test_the_fast_summary_walk_agrees_on_damaged_indexes(
+    lua_thin_index: ThinIndex, cut: int, flips: list[int]
+) -> None:
+    data = bytearray((lua_thin_index.root / "obj/lvm.o.thinlto.bc").read_bytes())
+    del data[len(data) - cut % 64 :]  # keep most of it, so the walk gets far
+    for bit in flips:
+        if data:
+            data[(bit >> 3) % len(data)] ^= 1 << (bit & 7)
+    fast, reference = records_both_ways(bytes(data))
+    assert fast == reference
 
 
 # ---------------------------------------------------------------------------------
