@@ -18,7 +18,7 @@ from dist_lto.distribute.result_cache import ResultCache
 from dist_lto.errors import BadInput
 from dist_lto.formats.jobfile import JobFile, parse_job_file, read_job_file
 from dist_lto.llvm import bitcode
-from dist_lto.llvm.bitcode import IndexModules, parse_index
+from dist_lto.llvm.bitcode import IndexModules, IndexRecords, parse_index
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.budget import examples
@@ -205,22 +205,39 @@ def test_an_alias_is_not_used_for_a_job_whose_output_is_spelled_like_a_module(
     assert KeyMaker(odd, IDENTITY, aliases).key(odd.jobs[0]) == canonical
 
 
-def test_a_warm_lookup_decodes_nothing_and_remembers_the_module_table(
+def test_a_warm_lookup_decodes_no_summary_and_remembers_the_module_table(
     in_copy: JobFile, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Jobs on the link's own objects decode nothing; jobs reading archive members LLD
+    named after its process id (whose bytes every link writes anew) decode the module
+    table only."""
     aliases = str(tmp_path / "aliases")
     cold = keys(in_copy, aliases)
     tables = {job.module: table(read_index(job.index).modules()) for job in in_copy.jobs}
 
     def decoded(*_: object, **__: object) -> None:
-        raise AssertionError("an index was decoded on a warm lookup")
+        raise AssertionError("a summary was decoded on a warm lookup")
 
-    monkeypatch.setattr(cache_key, "read_index_records", decoded)
+    reads: list[bool] = []
+    reader = cache_key.read_index_records
+
+    def spied(data: bytes, *, decode_summary: bool = True) -> IndexRecords:
+        reads.append(decode_summary)
+        return reader(data, decode_summary=decode_summary)
+
+    monkeypatch.setattr(cache_key, "canonical_summary", decoded)
+    monkeypatch.setattr(cache_key, "read_index_records", spied)
     maker = KeyMaker(in_copy, IDENTITY, aliases)
+    members = 0
     for job in in_copy.jobs:
+        reads.clear()
         index = read_index(job.index)
         assert maker.key(job, index) == cold[job.module.split(" at ")[0]]
         assert table(index.modules()) == tables[job.module]
+        named_by_lld = any(" at " in path for path in job.inputs)
+        members += named_by_lld
+        assert reads == ([False] if named_by_lld else []), job.module
+    assert 0 < members < len(in_copy.jobs)
 
 
 def test_a_stale_imported_module_is_refused_with_a_remembered_table(

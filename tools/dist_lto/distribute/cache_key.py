@@ -188,13 +188,15 @@ class KeyMaker:
         def canonical(path: str, names: dict[str, str]) -> bytes:
             return _canonical_index_digest(read.data, names)
 
-        raw_alias = self._alias(job, raw)
-        if raw_alias is None:
-            return None
-        remembered = _read_alias(raw_alias, job)
-        if remembered is not None and remembered[1] is not None:
-            index.table = remembered[1]
-            return remembered[0]
+        raw_alias = None
+        if not _names_linker_temporaries(job):
+            raw_alias = self._alias(job, raw)
+            if raw_alias is None:
+                return None
+            remembered = _read_alias(raw_alias, job)
+            if remembered is not None and remembered[1] is not None:
+                index.table = remembered[1]
+                return remembered[0]
         written_alias = self._alias(job, written)
         remembered = _read_alias(written_alias, job) if written_alias is not None else None
         if remembered is not None:
@@ -203,8 +205,9 @@ class KeyMaker:
         if key is None:
             return None
         # The raw alias only with a module table, which shows that no module is spelled
-        # like a path it does not cover. Not written when a written alias led here: such
-        # an index is written anew by every link (members named after LLD's process id).
+        # like a path it does not cover. Not written when a written alias led here, nor
+        # for archive members LLD named after its process id: such an index is written
+        # anew by every link.
         table = index.modules()
         for alias, text in ((raw_alias, _alias_text(key, table) if table is not None else None),
                             (written_alias, _alias_text(key, None))):  # fmt: skip
@@ -344,6 +347,17 @@ def _written_index_digest(index: WrittenIndex, names: dict[str, str]) -> bytes:
     h.update(b"\0summary\0" + records.summary_bytes)
     h.update(b"\0other\0" + records.other)
     return h.digest()
+
+
+def _names_linker_temporaries(job: Job) -> bool:
+    """Whether the job reads archive members that LLD wrote out under names with its
+    process id (`lib.a(m.o at 84).2.1F3A.o`, for outputs `<module>.<job>.<pid>.native.o`):
+    the index names them too, so an alias of its bytes would never be read again."""
+    head, _, pid = job.output.removesuffix(".native.o").rpartition(".")
+    if not head or not pid.isdigit() or not job.output.endswith(".native.o"):
+        return False
+    suffix = f".{int(pid):X}.o"
+    return any(path.endswith(suffix) for i, path in enumerate(job.inputs) if i != 1)
 
 
 def _raw_index_digest(index: WrittenIndex, job: Job, jobs: JobFile) -> bytes:
