@@ -445,19 +445,15 @@ def _place(src: str, dst: str) -> tuple[int, str]:
 
     A read-only file (as `store` writes them) is hard-linked: creating a file costs far
     more than hashing one, so a warm link's restores cost little more than their reads.
-    What was hashed is what was linked (same device and inode after the link), and
-    every restore hashes again, so an output changed in place (which changes the entry
-    too) is caught by the next restore like any damaged entry. A writable file, or a
-    directory that takes no link (another file system), is copied."""
+    What is hashed is the file linked (same device and inode), after the link, as a
+    copy's bytes are hashed once written; and every restore hashes again, so an output
+    changed in place (which changes the entry too) is caught by the next restore like
+    any damaged entry. A writable file, or a directory that takes no link (another file
+    system), is copied."""
     with _open_own(src) as fin:
         info = os.fstat(fin.fileno())
         if info.st_mode & 0o222:
             return _copy(src, dst)
-        h = hashlib.sha256()
-        size = 0
-        while chunk := fin.read(1 << 20):
-            h.update(chunk)
-            size += len(chunk)
         try:
             os.link(src, dst, follow_symlinks=False)
         except OSError as err:
@@ -467,6 +463,11 @@ def _place(src: str, dst: str) -> tuple[int, str]:
         placed = os.lstat(dst)
         if (placed.st_dev, placed.st_ino) != (info.st_dev, info.st_ino):
             return 0, "replaced while it was restored"  # never equal to a recorded sum
+        h = hashlib.sha256()
+        size = 0
+        while chunk := fin.read(1 << 20):
+            h.update(chunk)
+            size += len(chunk)
         try:  # noqa: SIM105 (an output as fresh as a copy; the entry's age is its directory's)
             os.utime(dst)
         except OSError:
