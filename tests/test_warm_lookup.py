@@ -286,6 +286,22 @@ def test_a_restore_links_the_read_only_entry(tmp_path: Path, objects: list[Path]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c", "x.o"]
 
 
+def test_restoring_over_an_earlier_restore_leaves_nothing_beside_it(
+    tmp_path: Path, objects: list[Path]
+) -> None:
+    """The output is then a link to the entry's file already, and renaming another link
+    to the same file over it does nothing (rename(2)): the temporary must still go."""
+    cache = ResultCache(str(tmp_path / "c"))
+    cache.create()
+    key = "ab" * 32
+    cache.store(key, [str(objects[0])])
+    out = tmp_path / "x.o"
+    assert cache.restore(key, [str(out)])
+    assert cache.restore(key, [str(out)])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c", "x.o"]
+    assert out.read_bytes() == objects[0].read_bytes()
+
+
 @pytest.mark.parametrize("damage", ["one byte flipped", "truncated", "emptied"])
 def test_an_output_changed_in_place_after_a_restore_is_never_restored_again(
     damage: str, tmp_path: Path, objects: list[Path]

@@ -175,6 +175,9 @@ class ResultCache:
         try:
             for tmp, output in zip(temps, outputs, strict=True):
                 install(tmp, output)
+                # Where the output is already a link to the same file (an earlier restore),
+                # rename(2) succeeds without doing anything: the temporary stays.
+                remove_quietly(tmp)
                 done += 1
         except BaseException:
             _remove_all(temps[done:])
