@@ -39,6 +39,8 @@ from dist_lto.process.children import action_status, describe_status, run_tool
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from dist_lto.llvm.bitcode import IndexModules
+
     Runner = Callable[[list[str], Callable[[int], None] | None], tuple[int, bytes]]
 
 ELF_MAGIC = b"\x7fELF"
@@ -57,24 +59,42 @@ def read_head(path: str, what: str, size: int = 64) -> bytes:
 # Checks
 
 
-def check_primary(module: str, index: str) -> None:
+def check_primary(
+    module: str,
+    index: str,
+    modules: "IndexModules | None" = None,
+    verified: "set[tuple[bytes, tuple[int, ...]]] | None" = None,
+) -> None:
     """Fail unless clang will treat `module` as the primary module of `index`.
 
     clang looks the module up by the exact spelling of its command-line path; an index
     that skips the module on purpose (a lazy archive member) makes clang write an
     object without code, which is correct and accepted.
+
+    A distributor passes the index's `modules` when it has read them already, and a
+    `verified` set of (module path, hash) found to match in this process: each of a
+    link's modules is then read once, not once for every index that imports from it.
     """
-    modules = read_index_modules(index)
+    if modules is None:
+        modules = read_index_modules(index)
     if modules.skip:
         return
     wanted = os.fsencode(module)
     if wanted in modules.paths:
-        expected = modules.hashes[modules.paths.index(wanted)]
-        if any(expected):
-            _check_module_hash(module, index, expected)
-        for path, recorded in zip(modules.paths, modules.hashes, strict=False):
-            if path != wanted and any(recorded):  # a module it imports from
+        primary = modules.paths.index(wanted)
+        order = [primary, *(i for i in range(len(modules.paths)) if i != primary)]
+        for i in order:
+            path, recorded = modules.paths[i], modules.hashes[i]
+            if (i != primary and path == wanted) or not any(recorded):
+                continue
+            if verified is not None and (path, recorded) in verified:
+                continue
+            if i == primary:
+                _check_module_hash(module, index, recorded)
+            else:  # a module it imports from
                 _check_module_hash(os.fsdecode(path), index, recorded, importer=module)
+            if verified is not None:
+                verified.add((path, recorded))
         return
     known = [os.fsdecode(p) for p in modules.paths]
     hint = _closest(module, known)

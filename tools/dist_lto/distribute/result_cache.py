@@ -9,7 +9,8 @@ The key is `cache_key.py`'s. Layout under the cache directory (version 2):
     v2/usage                       one line per link that used the cache: its hits,
                                    misses and stores (`dist-lto cache stats`)
     v2/index-aliases/<2 hex>/<k>   the key of a job's index as written -> the entry's
-                                   key (`cache_key.KeyMaker`); pruned with the entries
+                                   key and the index's module table
+                                   (`cache_key.KeyMaker`); pruned with the entries
     v2/compilers/<hash>.json       a compiler's identity, kept while its files' stats
                                    stay the same (the distributor keeps these in the
                                    per-user directory, whatever the cache directory)
@@ -53,6 +54,8 @@ USAGE = "usage"
 USAGE_COMPACT_AT = 64 << 10
 """A usage log this long is summed into one line by the next prune."""
 DEFAULT_MAX_SIZE = 2 << 30
+READ_ONLY = 0o444
+"""The mode of an entry's outputs: what lets `restore` hard-link them (`_place`)."""
 STALE_TEMP_SECONDS = 24 * 3600
 """A temporary older than this was left by a killed link; pruning removes it."""
 
@@ -146,7 +149,7 @@ class ResultCache:
                 for i, output in enumerate(outputs):
                     tmp = scratch_path_for(output)
                     temps.append(tmp)
-                    if _copy(os.path.join(entry, str(i)), tmp) != sums[i]:
+                    if _place(os.path.join(entry, str(i)), tmp) != sums[i]:
                         problem = f"output {i} differs from its recorded size and SHA-256"
                         break
         except FileNotFoundError:
@@ -172,6 +175,9 @@ class ResultCache:
         try:
             for tmp, output in zip(temps, outputs, strict=True):
                 install(tmp, output)
+                # Where the output is already a link to the same file (an earlier restore),
+                # rename(2) succeeds without doing anything: the temporary stays.
+                remove_quietly(tmp)
                 done += 1
         except BaseException:
             _remove_all(temps[done:])
@@ -199,7 +205,8 @@ class ResultCache:
         os.mkdir(staging)
         try:
             sums = [
-                _copy(output, os.path.join(staging, str(i))) for i, output in enumerate(outputs)
+                _copy(output, os.path.join(staging, str(i)), READ_ONLY)
+                for i, output in enumerate(outputs)
             ]
             with open(os.path.join(staging, SUMS), "wb") as f:
                 f.write(json.dumps([{"size": n, "sha256": h} for n, h in sums]).encode())
@@ -270,7 +277,8 @@ class ResultCache:
                 if not every:
                     try:
                         with open(path, "rb") as f:
-                            key = f.read(65).decode("ascii")
+                            head = f.read(65)  # the key, then a newline and more
+                        key = head[:64].decode("ascii") if head[64:] in (b"", b"\n") else ""
                     except (OSError, UnicodeDecodeError):
                         key = ""
                     if len(key) == 64 and os.path.isdir(self.entry(key)):
@@ -420,15 +428,53 @@ def _read_usage(path: str) -> Usage:
     return total
 
 
-def _copy(src: str, dst: str) -> tuple[int, str]:
-    """Copy `src` to `dst`; the size and SHA-256 of what was copied."""
+def _copy(src: str, dst: str, mode: int = 0o666) -> tuple[int, str]:
+    """Copy `src` to a new file `dst` (an entry's files are read-only: see `_place`); the
+    size and SHA-256 of what was copied."""
     h = hashlib.sha256()
     size = 0
-    with _open_own(src) as fin, open(dst, "wb") as fout:
+    fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+    with _open_own(src) as fin, open(fd, "wb") as fout:
         while chunk := fin.read(1 << 20):
             h.update(chunk)
             size += len(chunk)
             fout.write(chunk)
+    return size, h.hexdigest()
+
+
+def _place(src: str, dst: str) -> tuple[int, str]:
+    """Put an entry's file `src` at the new name `dst`; the size and SHA-256 of what is
+    there now.
+
+    A read-only file (as `store` writes them) is hard-linked: creating a file costs far
+    more than hashing one, so a warm link's restores cost little more than their reads.
+    What is hashed is the file linked (same device and inode), after the link, as a
+    copy's bytes are hashed once written; and every restore hashes again, so an output
+    changed in place (which changes the entry too) is caught by the next restore like
+    any damaged entry. A writable file, or a directory that takes no link (another file
+    system), is copied."""
+    with _open_own(src) as fin:
+        info = os.fstat(fin.fileno())
+        if info.st_mode & 0o222:
+            return _copy(src, dst)
+        try:
+            os.link(src, dst, follow_symlinks=False)
+        except OSError as err:
+            if err.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
+                raise
+            return _copy(src, dst)
+        placed = os.lstat(dst)
+        if (placed.st_dev, placed.st_ino) != (info.st_dev, info.st_ino):
+            return 0, "replaced while it was restored"  # never equal to a recorded sum
+        h = hashlib.sha256()
+        size = 0
+        while chunk := fin.read(1 << 20):
+            h.update(chunk)
+            size += len(chunk)
+        try:  # noqa: SIM105 (an output as fresh as a copy; the entry's age is its directory's)
+            os.utime(dst)
+        except OSError:
+            pass
     return size, h.hexdigest()
 
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import threading
     from collections.abc import Callable
 
-    from dist_lto.distribute.cache_key import KeyMaker
+    from dist_lto.distribute.cache_key import KeyMaker, WrittenIndex
     from dist_lto.distribute.compilers import WorkerCompiler
     from dist_lto.distribute.remote.cache_only import RemoteCache
     from dist_lto.distribute.remote.executor import RemoteExecutor
@@ -76,6 +76,8 @@ class Tiers:
         self.cache_warned = False
         self.remote_damage: list[tuple[str, str]] = []
         """(what, why) for every remote result refused for a blob that failed its digest."""
+        self.verified_modules: set[tuple[bytes, tuple[int, ...]]] = set()
+        """(module path, hash) that `check_primary` found to match in this link."""
 
     def run(
         self,
@@ -86,9 +88,15 @@ class Tiers:
     ) -> Outcome:
         """The job's outputs in place, from the first tier that has them. `child` is told
         when a compiler for the job starts and when it has been waited for."""
-        check_primary(job.module, job.index)
         started = time.monotonic_ns()
-        key = self._key(job)
+        index = self._read_index(job)
+        key = self._key(job, index)  # before the check: it may remember the module table
+        check_primary(
+            job.module,
+            job.index,
+            index.modules() if index is not None else None,
+            self.verified_modules,
+        )
         if key is not None:
             restored = self._restore(key, job)
             step("cache lookup", started)
@@ -188,10 +196,23 @@ class Tiers:
                 self.reporter.warnings(warnings)
         return (Status.FORKED if compiler.forked else Status.COMPILED), warnings or b""
 
-    def _key(self, job: Job) -> str | None:
+    def _read_index(self, job: Job) -> WrittenIndex | None:
+        """The job's index, read once for its check and its key when there is a key to
+        make; None otherwise, or when it cannot be read (the check then says why)."""
         if self.keys is None:
             return None
-        return self.keys.key(job)
+        from dist_lto.distribute.cache_key import read_index
+        from dist_lto.errors import BadInput
+
+        try:
+            return read_index(job.index)
+        except BadInput:
+            return None
+
+    def _key(self, job: Job, index: WrittenIndex | None) -> str | None:
+        if self.keys is None:
+            return None
+        return self.keys.key(job, index)
 
     def _restore(self, key: str, job: Job) -> bool:
         if self.cache is None:

@@ -633,7 +633,7 @@ class IndexRecords:
     and every other byte. A result cache keys on these rather than on the file, whose
     bytes depend on how modules are spelled (see `read_index_records`)."""
 
-    __slots__ = ("modules", "other", "summary", "summary_bytes")
+    __slots__ = ("modules", "other", "skip", "summary", "summary_bytes")
 
     def __init__(
         self,
@@ -641,6 +641,7 @@ class IndexRecords:
         summary: list[tuple[int, list[int]]] | None,
         summary_bytes: bytes,
         other: bytes,
+        skip: bool | None = None,
     ) -> None:
         self.modules = modules
         """(module id, path, the records that follow its entry, e.g. its hash) in order."""
@@ -652,6 +653,27 @@ class IndexRecords:
         self.other = other
         """The file without the module table, the summary block and the module block's
         length word."""
+        self.skip = skip
+        """The summary's skip flag (`IndexModules.skip`); None when its FLAGS record
+        could not be read, or the blocks are not one module table and at most one
+        summary after it, as LLVM writes them."""
+
+    def module_table(self) -> IndexModules | None:
+        """What `parse_index` says of the same index, from the records already decoded:
+        so that a distributor reads each index once for its check and its key. None when
+        the skip flag could not be read (`parse_index` then says why)."""
+        if self.skip is None:
+            return None
+        paths = []
+        hashes: list[tuple[int, ...]] = []
+        for _, path, records in self.modules:
+            paths.append(path)
+            found: tuple[int, ...] = ()
+            for code, ops in records:
+                if code == _MST_CODE_HASH:
+                    found = tuple(ops)
+            hashes.append(found)
+        return IndexModules(paths, self.skip, hashes)
 
 
 def read_index_records(data: bytes, *, decode_summary: bool = True) -> IndexRecords:
@@ -672,16 +694,27 @@ def read_index_records(data: bytes, *, decode_summary: bool = True) -> IndexReco
     modules: list[tuple[int, bytes, list[tuple[int, list[int]]]]] | None = None
     summary: list[tuple[int, list[int]]] | None = None
     summary_bytes = b""
+    skip: bool | None = False  # no summary block: nothing is skipped (`_module_block`)
+    order: list[int] = []
     cuts: list[tuple[int, int]] = []
     try:
         for block_id, sub_width, inherited, start, end in _subblocks(reader, width, blockinfo):
             if end > reader.end:
                 raise _Truncated
+            if block_id in (_MODULE_STRTAB_BLOCK, _GLOBALVAL_SUMMARY_BLOCK):
+                order.append(block_id)
             if block_id == _MODULE_STRTAB_BLOCK:
                 modules = _module_table(_Block(reader, sub_width, inherited))
                 cuts.append((start, end >> 3))
             elif block_id == _GLOBALVAL_SUMMARY_BLOCK:
                 summary_bytes = data[start + 4 : end >> 3]
+                at = reader.pos
+                try:
+                    flags = _summary_flags(_Block(reader, sub_width, inherited))
+                    skip = flags & _SKIP_MODULE_FLAG != 0
+                except (ValueError, _Truncated):
+                    skip = None
+                reader.pos = at
                 if decode_summary:
                     summary = _summary_records(_Block(reader, sub_width, inherited))
                 cuts.append((start, end >> 3))
@@ -689,13 +722,15 @@ def read_index_records(data: bytes, *, decode_summary: bool = True) -> IndexReco
         raise ValueError("truncated bitcode") from None
     if modules is None:
         raise ValueError("no module table (MODULE_STRTAB_BLOCK): not a ThinLTO index")
+    if order not in ([_MODULE_STRTAB_BLOCK], [_MODULE_STRTAB_BLOCK, _GLOBALVAL_SUMMARY_BLOCK]):
+        skip = None  # not as LLVM writes it: `parse_index` reads it its own way
     pieces = [data[:length_at]]
     pos = length_at + 4
     for start, stop in cuts:
         pieces.append(data[pos:start])
         pos = stop
     pieces.append(data[pos:])
-    return IndexRecords(modules, summary, summary_bytes, b"".join(pieces))
+    return IndexRecords(modules, summary, summary_bytes, b"".join(pieces), skip)
 
 
 def _module_table(block: _Block) -> list[tuple[int, bytes, list[tuple[int, list[int]]]]]:
@@ -716,6 +751,143 @@ def _module_table(block: _Block) -> list[tuple[int, bytes, list[tuple[int, list[
 
 
 def _summary_records(block: _Block) -> list[tuple[int, list[int]]] | None:
+    """Every record of a summary block as (code, operands); None when one holds a blob,
+    the block a sub-block, or a record is malformed. What `_summary_records_slowly`
+    reads, with the bits in this walk's locals rather than in a cursor object per
+    record and a method call per field: a warm link's distributor pays this for every
+    index it has no alias for. _Truncated when the data ends first."""
+    reader = block.reader
+    data = reader.data
+    end = reader.end
+    pos = reader.pos
+    buf = left = 0
+
+    def read(width: int) -> int:
+        nonlocal pos, buf, left
+        if left < width:
+            if pos + width > end:
+                raise _Truncated
+            buf = int.from_bytes(data[pos >> 3 : (pos >> 3) + 65], "little") >> (pos & 7)
+            left = min(512, end - pos)
+        value = buf & ((1 << width) - 1)
+        buf >>= width
+        left -= width
+        pos += width
+        return value
+
+    def vbr(width: int) -> int:
+        nonlocal pos, buf, left
+        high = 1 << (width - 1)
+        value = shift = 0
+        while True:
+            if left < width:
+                if pos + width > end:
+                    raise _Truncated
+                buf = int.from_bytes(data[pos >> 3 : (pos >> 3) + 65], "little") >> (pos & 7)
+                left = min(512, end - pos)
+            piece = buf & ((high << 1) - 1)
+            buf >>= width
+            left -= width
+            pos += width
+            value |= (piece & (high - 1)) << shift
+            if not piece & high:
+                return value
+            shift += width - 1
+            if shift > 64:
+                raise ValueError("VBR value wider than 64 bits")
+
+    def scalar(kind: int, value: int) -> int:
+        if kind == _VBR:
+            return vbr(value)
+        if kind == _FIXED:
+            return read(value)
+        return _CHAR6_TABLE[read(6)]  # _CHAR6: an array's elements are never literals
+
+    def vbr8s(count: int) -> list[int]:
+        """`count` VBR8 fields (a summary's reference and call lists): shifted to a byte
+        boundary, each chunk of 8 bits is a byte, so the fields are read from a bytes
+        object rather than by a call each."""
+        nonlocal pos, buf, left
+        chunks = min(10 * count, (end - pos) >> 3)
+        start = pos >> 3
+        run = data[start : start + chunks + 1]
+        if pos & 7:
+            run = (int.from_bytes(run, "little") >> (pos & 7)).to_bytes(len(run), "little")
+        run = run[:chunks]
+        buf = left = 0
+        if run[:count].isascii() and len(run) >= count:  # every field a single chunk
+            pos += 8 * count
+            return list(run[:count])
+        values: list[int] = []
+        value = shift = 0
+        for used, byte in enumerate(run, 1):
+            value |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                values.append(value)
+                if len(values) == count:
+                    pos += 8 * used
+                    return values
+                value = shift = 0
+            else:
+                shift += 7
+                if shift > 64:
+                    raise ValueError("VBR value wider than 64 bits")
+        raise _Truncated
+
+    width = block.width
+    abbrevs = block.abbrevs
+    records: list[tuple[int, list[int]]] = []
+    try:
+        while True:
+            abbrev_id = read(width)
+            if abbrev_id == 3:  # UNABBREV_RECORD: code, operand count, operands, in VBR6
+                code = vbr(6)
+                records.append((code, [vbr(6) for _ in range(vbr(6))]))
+                continue
+            if abbrev_id < 3:
+                reader.pos = pos
+                if abbrev_id == 0:  # END_BLOCK
+                    reader.align32()
+                    return records
+                if abbrev_id == 1:  # ENTER_SUBBLOCK
+                    return None
+                abbrevs.append(_define_abbrev(reader))  # DEFINE_ABBREV
+                pos = reader.pos
+                buf = left = 0
+                continue
+            if abbrev_id - 4 >= len(abbrevs):
+                raise ValueError(f"undefined abbreviation {abbrev_id}")
+            abbrev = abbrevs[abbrev_id - 4]
+            fields: list[int] = []
+            for i, (kind, value) in enumerate(abbrev):
+                if kind == _VBR:
+                    fields.append(vbr(value))
+                elif kind == _LITERAL:
+                    fields.append(value)
+                elif kind == _FIXED:
+                    fields.append(read(value))
+                elif kind == _ARRAY:
+                    count = vbr(6)
+                    if count > end - pos:
+                        raise _Truncated  # more elements than bits left
+                    element_kind, element = abbrev[i + 1]
+                    if (element_kind, element) == (_VBR, 8):
+                        fields += vbr8s(count)
+                    else:
+                        fields += [scalar(element_kind, element) for _ in range(count)]
+                    break
+                elif kind == _BLOB:
+                    return None
+                else:
+                    fields.append(_CHAR6_TABLE[read(6)])
+            records.append((fields[0], fields[1:]))
+    except ValueError:
+        return None  # as the slow walk: a record it cannot read is not expressed
+
+
+def _summary_records_slowly(block: _Block) -> list[tuple[int, list[int]]] | None:
+    """`_summary_records` one call per field (`_values`): the reference it is tested
+    against."""
     records: list[tuple[int, list[int]]] = []
     while True:
         try:
