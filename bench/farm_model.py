@@ -17,6 +17,15 @@ its backends' CPU over its threads, the largest backend as the floor. Assumed: t
 workers are as fast as the machine that recorded `d`; the engine is not the
 bottleneck; the local steps do not change with W.
 
+Workers that share the recording machine (the check below: W BuildBarn workers, the
+engine and the client on this host's cores) do not each have a core: a backend's time
+there is what it takes while W backends run at once on this host. So the record that
+predicts W such workers is taken with W jobs at a time (`distribute --jobs=W`), in the
+same CPU group as the engine (Linux's autogroup scheduler gives each session one
+share, so the engine runs in the check's own session), and `o`, measured with one
+worker against a one-job record, carries the engine's and the client's CPU per action
+as it is paid there.
+
 Records:
 - a `dist-lto distribute --trace` of the link (its job slices give `d` and the issue
   order; `--wall S`, the link's measured wall time, gives `local` as S minus the
@@ -35,15 +44,20 @@ Subcommands:
         on a BuildBarn engine started here (loopback, one then two workers, each one
         action at a time): `o` from Lua's link with one worker, then for the generated
         workload and zstd, `farm-model/<workload>/<W>: predicted P s, measured M s`
-        for W = 1 and 2 (each link's record: a one-job local run's trace, taken just
-        before the remote link, since the machine's load moves); then, per
-        workload, W = 2 predicted with `o` from that workload's own one-worker link
+        for W = 1 and 2; then, per workload, W = 2 predicted with `o` from that
+        workload's own one-worker link. Each link's record is a local run at W jobs
+        taken just before and again just after the remote link (the machine's load
+        moves; the prediction is the mean of the two); the CPU that the engine and the
+        client spent per action and that other processes took meanwhile are printed
+        with each point (from /proc)
 """
 
 from __future__ import annotations
 
 import argparse
 import heapq
+import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -51,8 +65,12 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
+
+if TYPE_CHECKING:
+    from support import buildbarn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -171,6 +189,68 @@ def report_predictions(label: str, record: Record, workers: list[int], overhead:
 
 
 DIST_LTO = str(Path(sys.executable).parent / "dist-lto")
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu(stat: str) -> tuple[float, float]:
+    """CPU seconds of a process from its /proc/PID/stat line: its own (user + system)
+    and its waited-for children's (a BuildBarn runner's are the compilers it ran)."""
+    fields = stat.rsplit(")", 1)[1].split()  # the name, in parentheses, may hold anything
+    utime, stime, cutime, cstime = (int(f) for f in fields[11:15])
+    return (utime + stime) / TICKS, (cutime + cstime) / TICKS
+
+
+def machine_busy(stat: str) -> float:
+    """CPU seconds all cores spent busy since boot, from /proc/stat's `cpu` line (user,
+    nice, system, irq, softirq, and steal: time the hypervisor gave to other guests;
+    idle and iowait apart)."""
+    ticks = [int(t) for t in stat.splitlines()[0].split()[1:9]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / TICKS
+
+
+@dataclass(frozen=True)
+class HostCpu:
+    """CPU seconds spent on this host during a remote link, by who spent them."""
+
+    client: float
+    """The link: clang's driver, LLD (index step, final link), the distributor."""
+    engine: float
+    """BuildBarn's own processes (storage, scheduler, workers, runners)."""
+    backends: float
+    """The compilers the runners ran."""
+    others: float
+    """Everything else: other users' work on this machine, other guests' on its host."""
+
+    def per_action(self, actions: int) -> float:
+        """The host's CPU per action beyond the backends: the engine's and the client's."""
+        return (self.engine + self.client) / actions
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """CPU seconds spent so far: per engine process (its own, its children's), by this
+    process's waited-for children, by the whole machine."""
+
+    engine: dict[str, tuple[float, float]]
+    children: float
+    busy: float
+
+    @classmethod
+    def take(cls, pids: dict[str, int]) -> Snapshot:
+        engine = {name: process_cpu(Path(f"/proc/{pid}/stat").read_text())
+                  for name, pid in pids.items()}  # fmt: skip
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        busy = machine_busy(Path("/proc/stat").read_text())
+        return cls(engine, children.ru_utime + children.ru_stime, busy)
+
+    def until(self, later: Snapshot) -> HostCpu:
+        """Who spent the CPU between this snapshot and `later` (the link being this
+        process's only child to end meanwhile)."""
+        own = sum(later.engine[n][0] - self.engine[n][0] for n in later.engine)
+        compiled = sum(later.engine[n][1] - self.engine[n][1] for n in later.engine)
+        client = later.children - self.children
+        others = later.busy - self.busy - own - compiled - client
+        return HostCpu(client=client, engine=own, backends=compiled, others=max(others, 0.0))
 
 
 @dataclass
@@ -197,20 +277,11 @@ class Link:
             raise SystemExit(f"{self.name}: link failed ({' '.join(distribute)}):\n{proc.stderr}")
         return seconds
 
-    def record(self, rounds: int = 2) -> Record:
-        """The link's record: one job at a time here, no cache, the faster of `rounds`."""
-        best: Record | None = None
-        for r in range(rounds):
-            trace = self.root / f"trace-{r}.json"
-            wall = self.run(["--jobs=1", "--no-cache", f"--trace={trace}"])
-            record = from_trace(orjson.loads(trace.read_bytes()), wall)
-            if (
-                best is None
-                or sum(record.backends) + record.local < sum(best.backends) + best.local
-            ):
-                best = record
-        assert best is not None
-        return best
+    def record(self, jobs: int) -> Record:
+        """The link's record: `jobs` backends at a time here, no cache."""
+        trace = self.root / "trace.json"
+        wall = self.run([f"--jobs={jobs}", "--no-cache", f"--trace={trace}"])
+        return from_trace(orjson.loads(trace.read_bytes()), wall)
 
 
 def workload_link(name: str, work: Path, n: int) -> Link:
@@ -246,50 +317,99 @@ def remote_link(link: Link, engine_address: str) -> float:
                      "--no-cache"])  # fmt: skip
 
 
-def check(n: int) -> None:
-    from support import buildbarn
+@dataclass(frozen=True)
+class Point:
+    """One checked link at W workers: its records at W jobs here, taken just before and
+    just after the remote link, the remote link's wall time and the host's CPU meanwhile."""
 
-    buildbarn.build()
-    with tempfile.TemporaryDirectory(prefix="farm-model-") as tmp:
-        work = Path(tmp)
-        links = {name: workload_link(name, work, n) for name in ("lua", "generated", "zstd")}
-        engine = buildbarn.start(work / "engine", workers=1)
-        records: dict[tuple[str, int], Record] = {}
-        measured: dict[tuple[str, int], float] = {}
-        try:
-            for workers in (1, 2):
-                if workers == 2:
-                    engine.start_worker("w2")
-                for name, link in links.items():
-                    # the record just before the measurement: the machine's load moves
-                    records[(name, workers)] = link.record(rounds=1)
-                    measured[(name, workers)] = remote_link(link, engine.address)
-        finally:
-            engine.stop()
-    lua = records[("lua", 1)]
-    overhead = own_overhead(lua, measured[("lua", 1)])
-    print(f"# per-action remote overhead from Lua with one worker: {overhead * 1000:.0f} ms"
-          f" ({len(lua.backends)} backends, measured {measured[('lua', 1)]:.2f} s)")  # fmt: skip
-    for name in ("generated", "zstd"):
-        label = links[name].name
-        for workers in (1, 2):
-            r = records[(name, workers)]
-            p, m = predict(r, workers, overhead), measured[(name, workers)]
-            print(f"# {label}: {len(r.backends)} backends, sum {sum(r.backends):.2f} s,"
-                  f" largest {max(r.backends):.2f} s, local {r.local:.2f} s")  # fmt: skip
-            print(f"farm-model/{label}/{workers}: predicted {p:.1f} s, measured {m:.1f} s"
-                  f" ({(p - m) / m:+.0%})")  # fmt: skip
-    for name in ("lua", "generated", "zstd"):
-        label = links[name].name
-        own = own_overhead(records[(name, 1)], measured[(name, 1)])
-        p, m = predict(records[(name, 2)], 2, own), measured[(name, 2)]
-        print(f"farm-model/{label}/2: predicted {p:.1f} s, measured {m:.1f} s ({(p - m) / m:+.0%};"
-              f" overhead {own * 1000:.0f} ms from its own one-worker link)")  # fmt: skip
+    before: Record
+    after: Record
+    measured: float
+    cpu: HostCpu
+
+    def predict(self, workers: int, overhead: float) -> float:
+        """The mean of the two records' predictions: a load that drifts during the
+        measurement moves them in opposite directions."""
+        return (
+            predict(self.before, workers, overhead) + predict(self.after, workers, overhead)
+        ) / 2
+
+    def overhead(self) -> float:
+        """The per-action overhead that makes the model meet this link (with one worker)."""
+        return (
+            own_overhead(self.before, self.measured) + own_overhead(self.after, self.measured)
+        ) / 2
 
 
 def own_overhead(record: Record, one_worker: float) -> float:
     """The per-action overhead that makes the model meet a link measured with one worker."""
     return (one_worker - record.local - sum(record.backends)) / len(record.backends)
+
+
+def measure(link: Link, engine: buildbarn.Engine, workers: int) -> Point:
+    """The link's records at `workers` jobs around its remote link on `engine`."""
+    before = link.record(jobs=workers)
+    start = Snapshot.take(engine.pids)
+    measured = remote_link(link, engine.address)
+    cpu = start.until(Snapshot.take(engine.pids))
+    after = link.record(jobs=workers)
+    return Point(before, after, measured, cpu)
+
+
+def describe(label: str, workers: int, point: Point) -> str:
+    b, a, n = point.before, point.after, len(point.before.backends)
+    return (f"# {label} at {workers} job(s) here: {n} backends, sum {sum(b.backends):.2f} s before,"
+            f" {sum(a.backends):.2f} s after, largest {max(b.backends):.2f} s, local"
+            f" {b.local:.2f} s; remote: engine + client CPU {point.cpu.per_action(n) * 1000:.0f} ms"
+            f" per action, backends' CPU {point.cpu.backends:.1f} s, other processes"
+            f" {point.cpu.others / point.measured:.2f} cores")  # fmt: skip
+
+
+def check(n: int) -> None:
+    from support import buildbarn
+
+    buildbarn.build()
+    names = ("lua", "generated", "zstd")
+    with tempfile.TemporaryDirectory(prefix="farm-model-") as tmp:
+        work = Path(tmp)
+        links = {name: workload_link(name, work, n) for name in names}
+        # the engine in this session: one CPU share for it and the local records
+        engine = buildbarn.start(work / "engine", workers=1, own_sessions=False)
+        points: dict[tuple[str, int], Point] = {}
+        one_job: dict[str, Record] = {}
+        try:
+            for workers in (1, 2):
+                if workers == 2:
+                    engine.start_worker("w2")
+                for name, link in links.items():
+                    if workers == 2:  # what a one-job record would predict, for comparison
+                        one_job[name] = link.record(jobs=1)
+                    points[(name, workers)] = measure(link, engine, workers)
+        finally:
+            engine.stop()
+    lua = points[("lua", 1)]
+    overhead = lua.overhead()
+    print(f"# per-action remote overhead from Lua with one worker: {overhead * 1000:.0f} ms"
+          f" ({len(lua.before.backends)} backends, measured {lua.measured:.2f} s)")  # fmt: skip
+    for name in names:
+        label = links[name].name
+        for workers in (1, 2):
+            point = points[(name, workers)]
+            print(describe(label, workers, point))
+            if name == "lua":
+                continue
+            p, m = point.predict(workers, overhead), point.measured
+            print(f"farm-model/{label}/{workers}: predicted {p:.1f} s, measured {m:.1f} s"
+                  f" ({(p - m) / m:+.0%})")  # fmt: skip
+    for name in names:
+        label = links[name].name
+        own = points[(name, 1)].overhead()
+        point = points[(name, 2)]
+        p, m = point.predict(2, own), point.measured
+        q = predict(one_job[name], 2, own)
+        print(f"farm-model/{label}/2: predicted {p:.1f} s, measured {m:.1f} s ({(p - m) / m:+.0%};"
+              f" overhead {own * 1000:.0f} ms from its own one-worker link; from a one-job"
+              f" record {q:.1f} s, {(q - m) / m:+.0%})")  # fmt: skip
 
 
 def main() -> int:

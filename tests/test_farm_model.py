@@ -93,3 +93,40 @@ def test_an_extrapolated_record_repeats_every_backend_but_the_largest() -> None:
     assert bigger.backends == (1.0, 1.0, 1.0, 6.0, 2.0, 2.0, 2.0)
     assert bigger.local == pytest.approx(1.5)
     assert fm.extrapolated(record, 2, None).backends == (1.0, 1.0, 4.0, 2.0, 2.0)
+
+
+def test_a_process_cpu_line_gives_its_own_and_its_childrens_seconds_whatever_its_name() -> None:
+    tick = fm.TICKS
+    # pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
+    # utime stime cutime cstime ...: a name holding ") " must not shift the fields
+    line = f"42 (bb_runner) x (y) S 1 42 42 0 -1 4194560 10 0 0 0 {3 * tick} {tick}"
+    line += f" {10 * tick} {2 * tick} 20 0 8 0 100 0 0\n"
+    assert fm.process_cpu(line) == pytest.approx((4.0, 12.0))
+
+
+def test_the_machine_is_busy_for_all_but_idle_and_iowait() -> None:
+    tick = fm.TICKS
+    # user nice system idle iowait irq softirq steal guest guest_nice
+    stat = f"cpu  {5 * tick} {tick} {2 * tick} {100 * tick} {7 * tick} 0 {tick} {tick} 9 9\n"
+    stat += "cpu0 1 2 3 4 5 6 7 8 9 10\n"
+    assert fm.machine_busy(stat) == pytest.approx(10.0)
+
+
+def test_cpu_not_spent_by_the_engine_the_link_or_its_backends_is_others() -> None:
+    start = fm.Snapshot({"storage": (1.0, 0.0), "runner-w1": (0.5, 4.0)}, 2.0, 100.0)
+    end = fm.Snapshot({"storage": (3.0, 0.0), "runner-w1": (1.0, 14.0)}, 3.5, 130.0)
+    cpu = start.until(end)
+    assert (cpu.engine, cpu.backends, cpu.client) == pytest.approx((2.5, 10.0, 1.5))
+    assert cpu.others == pytest.approx(30.0 - 14.0)
+    assert cpu.per_action(10) == pytest.approx(0.4)
+
+
+def test_a_point_predicts_the_mean_of_its_records_around_the_measurement() -> None:
+    before = fm.Record(local=1.0, backends=(4.0, 3.0, 2.0, 2.0, 1.0))  # 12 s of backends
+    after = fm.Record(local=1.0, backends=(6.0, 5.0, 4.0, 4.0, 1.0))  # 20 s: the load rose
+    cpu = fm.HostCpu(client=0.0, engine=0.0, backends=0.0, others=0.0)
+    point = fm.Point(before, after, measured=19.0, cpu=cpu)
+    # one worker: 1 + 12 + 5 * 0.5 = 15.5 and 1 + 20 + 2.5 = 23.5
+    assert point.predict(1, 0.5) == pytest.approx(19.5)
+    # the overhead that meets 19 s: (19 - 13) / 5 = 1.2 and (19 - 21) / 5 = -0.4
+    assert point.overhead() == pytest.approx(0.4)

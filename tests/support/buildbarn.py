@@ -245,6 +245,10 @@ class Engine:
     """With TLS: the clients' port (TLS, a client certificate and a bearer token)."""
     tls_dir: str = ""
     """With TLS: the directory of `pki.make_pki` (server.pem, server.key, ca.pem, jwks.json)."""
+    own_sessions: bool = True
+    """Each process in a session of its own (so a terminal's signals pass it by); False
+    keeps them in the caller's session, whose one CPU share (Linux's autogroup
+    scheduler) they then share with the caller's own processes."""
 
     @property
     def address(self) -> str:
@@ -288,7 +292,8 @@ class Engine:
             proc = subprocess.Popen(
                 [str(BIN / program), str(CONFIG / config)],
                 cwd=self.state, env=self._env(worker), stdin=subprocess.DEVNULL,
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=self.own_sessions,
+                process_group=None if self.own_sessions else 0,
             )  # fmt: skip
         self.pids[name] = proc.pid
         self.save()
@@ -413,12 +418,18 @@ def _tail(path: Path, lines: int = 15) -> str:
 
 
 def start(
-    state: Path, *, workers: int = 1, port: int | None = None, tls_dir: Path | None = None
+    state: Path,
+    *,
+    workers: int = 1,
+    port: int | None = None,
+    tls_dir: Path | None = None,
+    own_sessions: bool = True,
 ) -> Engine:
     """Start an engine with `workers` workers (w1, w2, ...) keeping its state in `state`;
     an engine already running there is returned as it is (idempotent). With `tls_dir`
     (what `pki.make_pki` made), clients talk to it through a TLS listener that wants a
-    client certificate and a bearer token (`Engine.address`)."""
+    client certificate and a bearer token (`Engine.address`). `own_sessions`: see
+    `Engine.own_sessions`."""
     state = state.resolve()
     existing = Engine.load(state)
     if existing is not None:
@@ -432,7 +443,7 @@ def start(
     for p in ports:
         if _listening(p):
             raise EngineError(f"port {p} on 127.0.0.1 is already in use")
-    engine = Engine(state, *ports[:3])
+    engine = Engine(state, *ports[:3], own_sessions=own_sessions)
     if tls_dir is not None:
         engine.tls_port, engine.tls_dir = ports[3], str(tls_dir.resolve())
     try:
