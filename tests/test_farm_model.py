@@ -125,8 +125,23 @@ def test_a_point_predicts_the_mean_of_its_records_around_the_measurement() -> No
     before = fm.Record(local=1.0, backends=(4.0, 3.0, 2.0, 2.0, 1.0))  # 12 s of backends
     after = fm.Record(local=1.0, backends=(6.0, 5.0, 4.0, 4.0, 1.0))  # 20 s: the load rose
     cpu = fm.HostCpu(client=0.0, engine=0.0, backends=0.0, others=0.0)
-    point = fm.Point(before, after, measured=19.0, cpu=cpu)
+    point = fm.Point(before, after, measured=19.0, cpu=cpu, others=0.0)
     # one worker: 1 + 12 + 5 * 0.5 = 15.5 and 1 + 20 + 2.5 = 23.5
     assert point.predict(1, 0.5) == pytest.approx(19.5)
     # the overhead that meets 19 s: (19 - 13) / 5 = 1.2 and (19 - 21) / 5 = -0.4
     assert point.overhead() == pytest.approx(0.4)
+
+
+def _point(others: float, measured: float) -> fm.Point:
+    record = fm.Record(local=0.0, backends=(1.0,))
+    cpu = fm.HostCpu(client=0.0, engine=0.0, backends=0.0, others=0.0)
+    return fm.Point(record, record, measured, cpu, others)
+
+
+def test_the_first_quiet_point_is_kept_else_the_least_disturbed_of_the_tries() -> None:
+    tries = iter([_point(1.2, 1.0), _point(0.1, 2.0), _point(0.0, 3.0)])
+    kept = fm.quietest(lambda: next(tries), 3)
+    assert (kept.measured, kept.attempts) == (2.0, 2)
+    tries = iter([_point(1.2, 1.0), _point(0.5, 2.0), _point(0.9, 3.0)])
+    kept = fm.quietest(lambda: next(tries), 3)
+    assert (kept.measured, kept.attempts) == (2.0, 3)
