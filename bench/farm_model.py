@@ -40,7 +40,7 @@ Subcommands:
             [--times K [--largest S]]
         prints `farm-model/<L>/<W>: predicted P s` per W and the in-process figures;
         with --times, for a program K times as large as the record's (`extrapolated`)
-    check [--n 500]
+    check [--n 500] [--attempts 3] [--own-sessions]
         on a BuildBarn engine started here (loopback, one then two workers, each one
         action at a time): `o` from Lua's link with one worker, then for the generated
         workload and zstd, `farm-model/<workload>/<W>: predicted P s, measured M s`
@@ -49,7 +49,9 @@ Subcommands:
         taken just before and again just after the remote link (the machine's load
         moves; the prediction is the mean of the two); the CPU that the engine and the
         client spent per action and that other processes took meanwhile are printed
-        with each point (from /proc)
+        with each point (from /proc); a point is retried (--attempts) while other
+        processes took over a quarter core. --own-sessions: each engine process in a
+        session, so a CPU share, of its own, unlike the local records
 """
 
 from __future__ import annotations
@@ -396,7 +398,7 @@ def describe(label: str, workers: int, point: Point) -> str:
             f" {point.others:.2f} cores (try {point.attempts})")  # fmt: skip
 
 
-def check(n: int, attempts: int) -> None:
+def check(n: int, attempts: int, own_sessions: bool) -> None:
     from support import buildbarn
 
     buildbarn.build()
@@ -405,7 +407,7 @@ def check(n: int, attempts: int) -> None:
         work = Path(tmp)
         links = {name: workload_link(name, work, n) for name in names}
         # the engine in this session: one CPU share for it and the local records
-        engine = buildbarn.start(work / "engine", workers=1, own_sessions=False)
+        engine = buildbarn.start(work / "engine", workers=1, own_sessions=own_sessions)
         points: dict[tuple[str, int], Point] = {}
         one_job: dict[str, tuple[Record, float]] = {}
         overhead = 0.0
@@ -460,6 +462,10 @@ def main() -> int:
     c.add_argument(
         "--attempts", type=int, default=3, help="tries per point while others take the CPU"
     )
+    c.add_argument(
+        "--own-sessions", action="store_true",
+        help="each engine process in a session, so a CPU share, of its own",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.command == "predict":
         record = read_record(args.record, args.wall)
@@ -468,7 +474,7 @@ def main() -> int:
         workers = [int(w) for w in args.workers.split(",")]
         report_predictions(args.label or args.record.stem, record, workers, args.overhead)
     else:
-        check(args.n, args.attempts)
+        check(args.n, args.attempts, args.own_sessions)
     return 0
 
 
