@@ -22,9 +22,15 @@ engine and the client on this host's cores) do not each have a core: a backend's
 there is what it takes while W backends run at once on this host. So the record that
 predicts W such workers is taken with W jobs at a time (`distribute --jobs=W`), in the
 same CPU group as the engine (Linux's autogroup scheduler gives each session one
-share, so the engine runs in the check's own session), and `o`, measured with one
-worker against a one-job record, carries the engine's and the client's CPU per action
-as it is paid there.
+share, so the engine runs in the check's own session). `o`, measured with one worker
+against a one-job record, carries the engine's and the client's CPU per action as it
+is paid while a core is free. Once the workers are as many as the cores (W >= C) that
+CPU comes out of the cores the backends use, so the backends also take at least the
+record's span plus `n * h / A`: `h` the engine's and the client's CPU per action
+(measured from /proc on the link with one worker), `A` the cores the record's
+processes got (their CPU over the record's wall time):
+
+    wall(W) = local + max(makespan(d + o; W), makespan(d; W) + n * h / A)   if W >= C
 
 Records:
 - a `dist-lto distribute --trace` of the link (its job slices give `d` and the issue
@@ -110,6 +116,21 @@ def makespan(durations: list[float] | tuple[float, ...], workers: int, overhead:
 
 def predict(record: Record, workers: int, overhead: float) -> float:
     return record.local + makespan(record.backends, workers, overhead)
+
+
+def predict_shared(
+    record: Record, workers: int, overhead: float, host_cpu: float, cores: float, host_cores: int
+) -> float:
+    """W workers on the machine that took `record` at W jobs (`cores`: the cores its
+    processes got meanwhile). Each worker is bound as on a farm; when they are at least
+    as many as the machine's cores they fill every core the link gets, and the engine's
+    and the client's CPU (`host_cpu` per action) comes out of the same cores, so the
+    backends also take at least the record's span plus that CPU over `cores`."""
+    bound = predict(record, workers, overhead)
+    if workers < host_cores:
+        return bound
+    span = makespan(record.backends, workers, 0.0)
+    return max(bound, record.local + span + len(record.backends) * host_cpu / cores)
 
 
 def in_process(record: Record, threads: int) -> float:
@@ -326,30 +347,50 @@ QUIET = 0.25
 
 
 @dataclass(frozen=True)
+class Taken:
+    """A record taken here, with the cores the link's processes and other processes got
+    meanwhile (CPU seconds over the link's wall time)."""
+
+    record: Record
+    cores: float
+    others: float
+
+
+@dataclass(frozen=True)
 class Point:
     """One checked link at W workers: its records at W jobs here, taken just before and
     just after the remote link, the remote link's wall time and the host's CPU meanwhile."""
 
-    before: Record
-    after: Record
+    before: Taken
+    after: Taken
     measured: float
     cpu: HostCpu
-    others: float
-    """The most cores other processes took during either record or the remote link."""
     attempts: int = 1
 
-    def predict(self, workers: int, overhead: float) -> float:
-        """The mean of the two records' predictions: a load that drifts during the
-        measurement moves them in opposite directions."""
+    @property
+    def others(self) -> float:
+        """The most cores other processes took during either record or the remote link."""
+        return max(self.before.others, self.cpu.others / self.measured, self.after.others)
+
+    def predict(self, workers: int, overhead: float, host_cpu: float) -> float:
+        """The mean of the two records' predictions (`predict_shared`): a load that
+        drifts during the measurement moves them in opposite directions."""
+        cores = os.cpu_count() or 1
         return (
-            predict(self.before, workers, overhead) + predict(self.after, workers, overhead)
-        ) / 2
+            sum(
+                predict_shared(t.record, workers, overhead, host_cpu, t.cores, cores)
+                for t in (self.before, self.after)
+            )
+            / 2
+        )
 
     def overhead(self) -> float:
         """The per-action overhead that makes the model meet this link (with one worker)."""
-        return (
-            own_overhead(self.before, self.measured) + own_overhead(self.after, self.measured)
-        ) / 2
+        return sum(own_overhead(t.record, self.measured) for t in (self.before, self.after)) / 2
+
+    def host_cpu(self) -> float:
+        """The engine's and the client's CPU per action during the remote link."""
+        return self.cpu.per_action(len(self.before.record.backends))
 
 
 def own_overhead(record: Record, one_worker: float) -> float:
@@ -370,30 +411,32 @@ def quietest(attempt: Callable[[], Point], attempts: int) -> Point:
     return replace(best, attempts=tried)
 
 
-def timed_record(link: Link, engine: buildbarn.Engine, jobs: int) -> tuple[Record, float]:
-    """The link's record at `jobs` jobs, and the cores other processes took meanwhile."""
+def timed_record(link: Link, engine: buildbarn.Engine, jobs: int) -> Taken:
+    """The link's record at `jobs` jobs, and the cores it and other processes got."""
     start, started = Snapshot.take(engine.pids), time.monotonic()
     record = link.record(jobs)
     spent = start.until(Snapshot.take(engine.pids))
-    return record, spent.others / (time.monotonic() - started)
+    wall = time.monotonic() - started
+    return Taken(record, spent.client / wall, spent.others / wall)
 
 
 def measure(link: Link, engine: buildbarn.Engine, workers: int) -> Point:
     """The link's records at `workers` jobs around its remote link on `engine`."""
-    before, others_before = timed_record(link, engine, workers)
+    before = timed_record(link, engine, workers)
     start = Snapshot.take(engine.pids)
     measured = remote_link(link, engine.address)
     cpu = start.until(Snapshot.take(engine.pids))
-    after, others_after = timed_record(link, engine, workers)
-    others = max(others_before, cpu.others / measured, others_after)
-    return Point(before, after, measured, cpu, others)
+    after = timed_record(link, engine, workers)
+    return Point(before, after, measured, cpu)
 
 
 def describe(label: str, workers: int, point: Point) -> str:
-    b, a, n = point.before, point.after, len(point.before.backends)
-    return (f"# {label} at {workers} job(s) here: {n} backends, sum {sum(b.backends):.2f} s before,"
-            f" {sum(a.backends):.2f} s after, largest {max(b.backends):.2f} s, local"
-            f" {b.local:.2f} s; remote: engine + client CPU {point.cpu.per_action(n) * 1000:.0f} ms"
+    b, a = point.before, point.after
+    d = b.record.backends
+    return (f"# {label} at {workers} job(s) here: {len(d)} backends, sum {sum(d):.2f} s"
+            f" before, {sum(a.record.backends):.2f} s after, largest {max(d):.2f} s,"
+            f" local {b.record.local:.2f} s, the link's processes {b.cores:.2f} and"
+            f" {a.cores:.2f} cores; remote: engine + client CPU {point.host_cpu() * 1000:.0f} ms"
             f" per action, backends' CPU {point.cpu.backends:.1f} s; other processes up to"
             f" {point.others:.2f} cores (try {point.attempts})")  # fmt: skip
 
@@ -409,7 +452,7 @@ def check(n: int, attempts: int, own_sessions: bool) -> None:
         # the engine in this session: one CPU share for it and the local records
         engine = buildbarn.start(work / "engine", workers=1, own_sessions=own_sessions)
         points: dict[tuple[str, int], Point] = {}
-        one_job: dict[str, tuple[Record, float]] = {}
+        one_job: dict[str, Taken] = {}
         overhead = 0.0
         try:
             for workers in (1, 2):
@@ -420,17 +463,15 @@ def check(n: int, attempts: int, own_sessions: bool) -> None:
                         one_job[name] = timed_record(link, engine, 1)
                     point = quietest(partial(measure, link, engine, workers), attempts)
                     points[(name, workers)] = point
-                    label = link.name
                     if (name, workers) == ("lua", 1):
                         overhead = point.overhead()
                         print(f"# per-action remote overhead from Lua with one worker:"
-                              f" {overhead * 1000:.0f} ms ({len(point.before.backends)} backends,"
-                              f" measured {point.measured:.2f} s)")  # fmt: skip
-                    print(describe(label, workers, point))
+                              f" {overhead * 1000:.0f} ms ({len(point.before.record.backends)}"
+                              f" backends, measured {point.measured:.2f} s)")  # fmt: skip
+                    print(describe(link.name, workers, point))
                     if name != "lua":
-                        p, m = point.predict(workers, overhead), point.measured
-                        print(f"farm-model/{label}/{workers}: predicted {p:.1f} s, measured"
-                              f" {m:.1f} s ({(p - m) / m:+.0%})")  # fmt: skip
+                        host_cpu = points[(name, 1)].host_cpu()
+                        print(outcome(link.name, workers, point, overhead, host_cpu))
                     sys.stdout.flush()
         finally:
             engine.stop()
@@ -438,12 +479,20 @@ def check(n: int, attempts: int, own_sessions: bool) -> None:
         label = links[name].name
         own = points[(name, 1)].overhead()
         point = points[(name, 2)]
-        p, m = point.predict(2, own), point.measured
-        q = predict(one_job[name][0], 2, own)
-        print(f"farm-model/{label}/2: predicted {p:.1f} s, measured {m:.1f} s ({(p - m) / m:+.0%};"
-              f" overhead {own * 1000:.0f} ms from its own one-worker link; from a one-job"
-              f" record {q:.1f} s, {(q - m) / m:+.0%}, other processes {one_job[name][1]:.2f}"
+        q, m = predict(one_job[name].record, 2, own), point.measured
+        print(outcome(label, 2, point, own, points[(name, 1)].host_cpu())[:-1]
+              + f"; overhead {own * 1000:.0f} ms from its own one-worker link; from a one-job"
+              f" record {q:.1f} s, {(q - m) / m:+.0%}, other processes {one_job[name].others:.2f}"
               " cores)")  # fmt: skip
+
+
+def outcome(label: str, workers: int, point: Point, overhead: float, host_cpu: float) -> str:
+    """`farm-model/<label>/<W>: predicted P s, measured M s (deviation; ...)`."""
+    p, m = point.predict(workers, overhead, host_cpu), point.measured
+    bound = point.predict(workers, overhead, 0.0)
+    return (f"farm-model/{label}/{workers}: predicted {p:.1f} s, measured {m:.1f} s"
+            f" ({(p - m) / m:+.0%}; the workers' bound {bound:.1f} s, host CPU"
+            f" {host_cpu * 1000:.0f} ms per action)")  # fmt: skip
 
 
 def main() -> int:

@@ -121,21 +121,44 @@ def test_cpu_not_spent_by_the_engine_the_link_or_its_backends_is_others() -> Non
     assert cpu.per_action(10) == pytest.approx(0.4)
 
 
+def _taken(record: fm.Record, cores: float = 1.0, others: float = 0.0) -> fm.Taken:
+    return fm.Taken(record, cores, others)
+
+
 def test_a_point_predicts_the_mean_of_its_records_around_the_measurement() -> None:
     before = fm.Record(local=1.0, backends=(4.0, 3.0, 2.0, 2.0, 1.0))  # 12 s of backends
     after = fm.Record(local=1.0, backends=(6.0, 5.0, 4.0, 4.0, 1.0))  # 20 s: the load rose
     cpu = fm.HostCpu(client=0.0, engine=0.0, backends=0.0, others=0.0)
-    point = fm.Point(before, after, measured=19.0, cpu=cpu, others=0.0)
+    point = fm.Point(_taken(before), _taken(after), measured=19.0, cpu=cpu)
     # one worker: 1 + 12 + 5 * 0.5 = 15.5 and 1 + 20 + 2.5 = 23.5
-    assert point.predict(1, 0.5) == pytest.approx(19.5)
+    assert point.predict(1, 0.5, 0.0) == pytest.approx(19.5)
     # the overhead that meets 19 s: (19 - 13) / 5 = 1.2 and (19 - 21) / 5 = -0.4
     assert point.overhead() == pytest.approx(0.4)
+
+
+def test_workers_filling_the_host_pay_its_cpu_per_action_over_the_cores_the_link_got() -> None:
+    record = fm.Record(local=1.0, backends=(4.0, 3.0, 2.0, 2.0, 1.0))
+    # the workers' bound: 1 + 7.5 (the scheduler test's makespan)
+    assert fm.predict_shared(record, 2, 0.5, 0.0, 2.0, 2) == pytest.approx(8.5)
+    # span 6 (4 | 3 2 1, then 2 on the first free), five actions' 0.4 s of host CPU on 1 core
+    assert fm.predict_shared(record, 2, 0.5, 0.4, 1.0, 2) == pytest.approx(1 + 6 + 2)
+    # on 2 cores that CPU costs 1 s: the workers' bound holds
+    assert fm.predict_shared(record, 2, 0.5, 0.4, 2.0, 2) == pytest.approx(8.5)
+    # fewer workers than cores: the host's CPU runs on the cores they leave free
+    assert fm.predict_shared(record, 1, 0.5, 0.4, 0.5, 2) == pytest.approx(1 + 12 + 2.5)
+
+
+def test_others_are_the_most_any_part_of_a_point_saw() -> None:
+    record = fm.Record(local=0.0, backends=(1.0,))
+    cpu = fm.HostCpu(client=0.0, engine=0.0, backends=0.0, others=3.0)
+    point = fm.Point(_taken(record, others=0.2), _taken(record, others=0.1), 10.0, cpu)
+    assert point.others == pytest.approx(0.3)
 
 
 def _point(others: float, measured: float) -> fm.Point:
     record = fm.Record(local=0.0, backends=(1.0,))
     cpu = fm.HostCpu(client=0.0, engine=0.0, backends=0.0, others=0.0)
-    return fm.Point(record, record, measured, cpu, others)
+    return fm.Point(_taken(record, others=others), _taken(record), measured, cpu)
 
 
 def test_the_first_quiet_point_is_kept_else_the_least_disturbed_of_the_tries() -> None:
