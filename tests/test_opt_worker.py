@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -201,6 +202,20 @@ def test_a_ready_request_starts_a_fork_served_compiler_before_any_backend(
         assert backend.exit_code == 0, backend.stderr
     finally:
         client.close()
+
+
+def test_a_socket_path_naming_a_file_fails_with_one_line_and_leaves_the_file(
+    indexed: Indexed, tmp_path: Path
+) -> None:
+    taken = tmp_path / "not-a-socket"
+    taken.write_text("keep")
+    worker = [sys.executable, OPT[3], "opt-worker", "--socket", str(taken)]  # with site: grpc
+    proc = subprocess.run(worker, cwd=indexed.root, capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"dist-lto opt-worker: error: {taken}: cannot listen there: Address already in use"
+    ]
+    assert taken.read_text() == "keep"
 
 
 def test_worker_without_a_socket_fails_with_one_line(indexed: Indexed) -> None:

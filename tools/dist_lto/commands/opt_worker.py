@@ -76,7 +76,10 @@ def main(argv: list[str]) -> int:
         )
     from dist_lto.worker.relay import Relay, listen_now
 
-    listener = listen_now(socket_path)  # Buck2 connects while grpc loads (worker/relay.py)
+    try:  # at once: Buck2 connects while grpc loads (worker/relay.py)
+        listener = listen_now(socket_path)
+    except OSError as err:
+        raise BadInput(f"{socket_path}: cannot listen there: {err.strerror}") from None
     from dist_lto.distribute.result_cache import default_cache_dir
     from dist_lto.worker.requests import CompilerPool
     from dist_lto.worker.server import OptService, log, start

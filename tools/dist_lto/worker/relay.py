@@ -12,15 +12,18 @@ opens one) copy bytes both ways; closing one side closes the other.
 import contextlib
 import os
 import socket
+import stat
 import threading
 
 _CHUNK = 1 << 16
 
 
 def listen_now(path: str) -> socket.socket:
-    """A unix socket listening at `path` (a leftover file there removed first)."""
-    if os.path.exists(path):
-        os.unlink(path)
+    """A unix socket listening at `path` (a socket left there removed first; anything
+    else there makes the bind fail)."""
+    with contextlib.suppress(OSError):
+        if stat.S_ISSOCK(os.lstat(path).st_mode):
+            os.unlink(path)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)
