@@ -4,6 +4,7 @@ exit statuses). tests/test_buck2_worker.py runs it under real Buck2."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import subprocess
 import sys
@@ -192,12 +193,17 @@ def test_a_ready_request_starts_a_fork_served_compiler_before_any_backend(
 ) -> None:
     client = WorkerClient(str(tmp_path / "worker.sock"), str(indexed.root))
     try:
-        reply = client.execute(["--ready", str(tmp_path / "ready"), "--", indexed.clang])
-        assert (reply.exit_code, reply.stderr) == (0, "")
-        assert (tmp_path / "ready").read_bytes() == b""
+        # Every link of a build sends one, at once: one waiting compiler serves them all.
+        stamps = [tmp_path / f"ready{i}" for i in range(4)]
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            replies = list(pool.map(
+                lambda stamp: client.execute(["--ready", str(stamp), "--", indexed.clang]), stamps
+            ))  # fmt: skip
+        assert [(r.exit_code, r.stderr) for r in replies] == [(0, "")] * 4
+        assert [stamp.read_bytes() for stamp in stamps] == [b""] * 4
         children = subprocess.run(["ps", "-o", "args=", "--ppid", str(client.proc.pid)],
                                   capture_output=True, text=True).stdout  # fmt: skip
-        assert indexed.clang in children  # waiting for the first backend
+        assert children.count(indexed.clang) == 1, children  # waiting for the first backend
         backend = client.execute(args("add.o", str(tmp_path / "add.o"), clang=indexed.clang))
         assert backend.exit_code == 0, backend.stderr
     finally:

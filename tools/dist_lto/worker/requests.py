@@ -53,6 +53,7 @@ class CompilerPool:
         """The compilers' environment (None: this process's)."""
         self.lock = threading.Lock()
         self.preload_lock = threading.Lock()
+        self.warm_lock = threading.Lock()
         self.idle: dict[str, list[WorkerCompiler]] = {}
         self.preloads: dict[str, str | None] = {}
         self.all: list[WorkerCompiler] = []
@@ -84,6 +85,19 @@ class CompilerPool:
             taken = WorkerCompiler(compiler, preload, self._trouble, self.env)
             self.all.append(taken)
             return taken
+
+    def warm(self, compiler: str) -> None:
+        """Start one fork-served `compiler` unless the pool has one already: what a
+        `--ready` request asks for (every link of a build sends one, at once)."""
+        with self.warm_lock:
+            with self.lock:
+                if any(c.compiler == compiler for c in self.all):
+                    return
+            taken = self.take(compiler)
+            try:
+                taken.start()
+            finally:
+                self.give_back(compiler, taken)
 
     def give_back(self, compiler: str, taken: WorkerCompiler) -> None:
         with self.lock:
@@ -163,12 +177,12 @@ def run_request(argv: list[str], pool: CompilerPool, running: Running) -> Reply:
         opts = _options(argv)
         if opts is None:
             return _run_command(argv)
+        if opts.ready is not None:  # a fork server for the first backend to fork from
+            pool.warm(opts.command[0])
+            opt.write_ready(opts.ready)
+            return Reply(0, b"")
         compiler = pool.take(opts.command[0])
         try:
-            if opts.ready is not None:  # start its fork server now: the first backend forks
-                compiler.start()
-                opt.write_ready(opts.ready)
-                return Reply(0, b"")
             warnings = opt.execute(opts, runner=compiler.run, on_start=running.started)
         finally:
             running.close()
