@@ -449,7 +449,8 @@ def check(n: int, attempts: int, own_sessions: bool) -> None:
     with tempfile.TemporaryDirectory(prefix="farm-model-") as tmp:
         work = Path(tmp)
         links = {name: workload_link(name, work, n) for name in names}
-        # the engine in this session: one CPU share for it and the local records
+        # the engine in this process's session (Linux autogroup gives a session one CPU
+        # share): it and the local records compete for the same share
         engine = buildbarn.start(work / "engine", workers=1, own_sessions=own_sessions)
         points: dict[tuple[str, int], Point] = {}
         one_job: dict[str, Taken] = {}

@@ -63,6 +63,16 @@ def test_the_module_table_read_for_the_key_is_the_one_the_check_reads(
         assert table(WrittenIndex(data).modules()) == table(parse_index(data)), path
 
 
+def damaged(lua_thin_index: ThinIndex, cut: int, flips: list[int]) -> bytes:
+    """lvm.o's index, its last `cut` bytes (modulo its size) cut off, bits `flips` flipped."""
+    data = bytearray((lua_thin_index.root / "obj/lvm.o.thinlto.bc").read_bytes())
+    del data[len(data) - cut % len(data) :]
+    for bit in flips:
+        if data:
+            data[(bit >> 3) % len(data)] ^= 1 << (bit & 7)
+    return bytes(data)
+
+
 @given(cut=st.integers(0, 10_000), flips=st.lists(st.integers(0, 1 << 20), max_size=3))
 @settings(max_examples=examples(200), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
@@ -71,15 +81,11 @@ def test_a_damaged_index_gives_the_checks_table_or_none(
 ) -> None:
     """Where the two readers could differ (a damaged index), the one the key uses gives
     no table and `check_primary` reads the index itself."""
-    data = bytearray((lua_thin_index.root / "obj/lvm.o.thinlto.bc").read_bytes())
-    del data[len(data) - cut % len(data) :]
-    for bit in flips:
-        if data:
-            data[(bit >> 3) % len(data)] ^= 1 << (bit & 7)
-    modules = WrittenIndex(bytes(data)).modules()
+    data = damaged(lua_thin_index, cut, flips)
+    modules = WrittenIndex(data).modules()
     reference = None
     with contextlib.suppress(ValueError):
-        reference = parse_index(bytes(data))
+        reference = parse_index(data)
     if modules is not None:
         assert table(modules) == table(reference)
 
@@ -117,12 +123,8 @@ def test_the_fast_summary_walk_reads_what_its_reference_reads(
 def test_the_fast_summary_walk_agrees_on_damaged_indexes(
     lua_thin_index: ThinIndex, cut: int, flips: list[int]
 ) -> None:
-    data = bytearray((lua_thin_index.root / "obj/lvm.o.thinlto.bc").read_bytes())
-    del data[len(data) - cut % 64 :]  # keep most of it, so the walk gets far
-    for bit in flips:
-        if data:
-            data[(bit >> 3) % len(data)] ^= 1 << (bit & 7)
-    fast, reference = records_both_ways(bytes(data))
+    # Most of it kept, so that the walk gets far.
+    fast, reference = records_both_ways(damaged(lua_thin_index, cut % 64, flips))
     assert fast == reference
 
 

@@ -204,6 +204,14 @@ def write_atomic(path: str, data: bytes) -> None:
         f.write(data)
 
 
+def write_output(path: str, data: bytes) -> None:
+    """`write_atomic`, a failure reported as one line naming `path` (`write_failure`)."""
+    try:
+        write_atomic(path, data)
+    except OSError as err:
+        raise write_failure(err, path) from None
+
+
 def move(source: str, final: str) -> None:
     """Rename a file or directory to `final`; across file systems, copy it through a
     temporary name beside `final` and rename that, then remove `source`."""

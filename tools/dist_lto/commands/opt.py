@@ -21,6 +21,7 @@ from dist_lto.backend import (
 )
 from dist_lto.cli import argument_parser, parse, scan
 from dist_lto.errors import BadInput
+from dist_lto.fsutil import write_output
 from dist_lto.llvm.bitcode import is_bitcode
 from dist_lto.llvm.flags import read_args_file, translate
 from dist_lto.process.children import stop_with_parent
@@ -231,7 +232,7 @@ def check_outputs(opts: Options) -> None:
 def main(argv: list[str]) -> int:
     opts = parse_args(argv)
     if opts.ready is not None:
-        write_ready(opts.ready)
+        write_output(opts.ready, b"")
         return 0
     if opts.print_command:
         print(describe(opts))
@@ -240,16 +241,6 @@ def main(argv: list[str]) -> int:
     if warnings:
         sys.stderr.buffer.write(warnings)
     return 0
-
-
-def write_ready(stamp: str) -> None:
-    """`--ready`: the stamp, empty, written whole."""
-    from dist_lto.fsutil import write_atomic, write_failure
-
-    try:
-        write_atomic(stamp, b"")
-    except OSError as err:
-        raise write_failure(err, stamp) from None
 
 
 def describe(opts: Options) -> str:

@@ -18,6 +18,7 @@ from dist_lto.cli import error_report, internal_error_report
 from dist_lto.commands import opt
 from dist_lto.distribute.compilers import WorkerCompiler
 from dist_lto.errors import EXIT_INTERNAL, DistLtoError
+from dist_lto.fsutil import write_output
 from dist_lto.process.children import CAPTURE, DEVNULL, action_status, run
 
 if TYPE_CHECKING:
@@ -179,7 +180,7 @@ def run_request(argv: list[str], pool: CompilerPool, running: Running) -> Reply:
             return _run_command(argv)
         if opts.ready is not None:  # a fork server for the first backend to fork from
             pool.warm(opts.command[0])
-            opt.write_ready(opts.ready)
+            write_output(opts.ready, b"")
             return Reply(0, b"")
         compiler = pool.take(opts.command[0])
         try:
