@@ -340,12 +340,9 @@ def test_our_phases_optimise_exactly_the_loaded_modules_in_the_worker_with_no_co
     # Besides the opt actions: archive, prepare, the --ready request, plan, link.
     assert len(rust_actions) == len(_fine_modules(ran, "//rust:linestats_report-fine")) + 5
     # Run locally, our phases' opt actions go to the persistent opt worker (upstream's
-    # cannot: docs/upstream-buck2.md), all but each link's largest module's, which runs
-    # as a command that takes no slot (docs/buck2.md).
+    # cannot: docs/upstream-buck2.md), each link's largest module's too (docs/buck2.md).
     fine_opt = [r for r in ran if r.target.endswith("-fine") and r.category == "thin_lto_opt"]
-    assert {r.executor for r in fine_opt} == {"Worker", "Local"}
-    local = Counter(r.target for r in fine_opt if r.executor == "Local")
-    assert local == {target: 1 for target in {r.target for r in fine_opt}}
+    assert {r.executor for r in fine_opt} == {"Worker"}
 
 
 def test_dist_lto_cxx_binary_refuses_a_library_attribute_naming_it(buck2: Buck2) -> None:

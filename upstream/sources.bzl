@@ -96,6 +96,7 @@ DIST_LTO_SOURCES = [
     "dist_lto/worker/protocol.py",
     "dist_lto/worker/relay.py",
     "dist_lto/worker/requests.py",
+    "dist_lto/worker/reuse.py",
     "dist_lto/worker/server.py",
     # The opt worker builds its fork server from this.
     "dist_lto/process/forkserver.c",

@@ -9,8 +9,8 @@
 # starts its largest backend first, since it tends to end last, but Buck2 gives the
 # local slots in an order of its own, so the rules give that one action no weight
 # (`weight_percentage = 0`: it starts as soon as its inputs are ready, beside the
-# actions holding the slots) and run it as a command, outside the opt worker, whose
-# requests wait for a slot. An engine ignores the weight.
+# actions holding the slots; the worker, which declares no concurrency of its own,
+# takes it at once). An engine ignores the weight.
 #
 # Buck2 starts the opt worker with the first action that names it, and a worker starts
 # in a fraction of a second (an interpreter, gRPC, a fork-served clang): so that the
@@ -91,13 +91,7 @@ def _run_opt(
         hidden = imports + link.backend_inputs,
     )
     if largest:
-        ctx.actions.run(
-            cmd,
-            category = "thin_lto_opt",
-            identifier = identifier,
-            exe = opt_executable(toolchain, worker = False),
-            weight_percentage = 0,
-        )
+        ctx.actions.run(cmd, category = "thin_lto_opt", identifier = identifier, exe = opt_executable(toolchain), weight_percentage = 0)
     else:
         ctx.actions.run(cmd, category = "thin_lto_opt", identifier = identifier, exe = opt_executable(toolchain))
 

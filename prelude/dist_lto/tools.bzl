@@ -21,10 +21,16 @@ DistLtoRunnerInfo = provider(
     },
 )
 
-def dist_lto_runner(python: str, opt_python: str, pkg: Artifact, opt_worker: bool) -> DistLtoRunnerInfo:
+def dist_lto_runner(python: str, opt_python: str, pkg: Artifact, opt_worker: bool, opt_reuse_dir: str = "") -> DistLtoRunnerInfo:
     """The runner of a toolchain. Its WorkerInfo is made here, once: every opt action
-    naming it shares one worker process, sent as many requests as Buck2 has local slots."""
-    worker = WorkerInfo(exe = dist_lto_command(python, pkg, "opt-worker")) if opt_worker else None
+    naming it shares one worker process, sent as many requests as Buck2 has local slots.
+    With `opt_reuse_dir` (relative to the project root, where Buck2 starts workers) the
+    worker reuses a backend's last object when an edit did not change what it imports
+    (`dist-lto opt-worker --reuse-dir`); "" runs every backend."""
+    worker = None
+    if opt_worker:
+        reuse = ["--reuse-dir", opt_reuse_dir] if opt_reuse_dir else []
+        worker = WorkerInfo(exe = cmd_args(dist_lto_command(python, pkg, "opt-worker"), reuse))
     return DistLtoRunnerInfo(python = python, opt_python = opt_python, pkg = pkg, opt_worker = worker)
 
 DistLtoTools = record(
@@ -51,15 +57,15 @@ def tools_from_runner(runner: Provider, clang: str | RunInfo) -> DistLtoTools:
         clang = clang,
     )
 
-def opt_executable(tools: DistLtoTools, worker: bool = True) -> WorkerRunInfo | RunInfo:
+def opt_executable(tools: DistLtoTools) -> WorkerRunInfo | RunInfo:
     """The `exe` of an opt action, whose arguments are `dist-lto opt`'s (after `opt`).
 
     Run locally, Buck2 sends the arguments to the tools' worker; run remotely (or with
-    `[build] use_persistent_workers = false`, or no worker, or `worker = False`), the
+    `[build] use_persistent_workers = false`, or no worker), the
     command is `dist-lto opt` followed by the arguments, exactly the command an opt
     action always ran.
     """
     opt = dist_lto_command(tools.opt_python, tools.pkg, "opt", fast = True)
-    if tools.opt_worker == None or not worker:
+    if tools.opt_worker == None:
         return RunInfo(args = opt)
     return WorkerRunInfo(worker = tools.opt_worker, exe = opt)

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from dist_lto.backend import Runner
+    from dist_lto.worker.reuse import Backend
 
 PROG = "dist-lto opt"
 USAGE = """\
@@ -259,12 +260,15 @@ def execute(
     runner: "Runner | None" = None,
     on_start: "Callable[[int], None] | None" = None,
     before_run: "Callable[[], None] | None" = None,
+    reuse: "Callable[[list[str]], Backend | None] | None" = None,
 ) -> bytes:
     """Run the backend `opts` ask for (not `--print-command`); clang's warnings.
 
     The one path of `dist-lto opt` and of the opt worker (`dist_lto.worker`), which
-    passes its fork-served `runner`; `before_run` is called once the checks have
-    passed, just before clang starts.
+    passes its fork-served `runner` and its `reuse` store (`worker/reuse.py`: the
+    object of this backend's last run when only modules it imports from changed, and
+    not what it imports); `before_run` is called once the checks have passed, just
+    before clang starts.
     """
     check_outputs(opts)
     mode = split_dwarf_mode(opts)
@@ -273,12 +277,18 @@ def execute(
         return b""
     command = backend_command(opts, mode)
     check_primary(opts.input, opts.index)
+    seen = reuse(command) if reuse is not None else None
+    if seen is not None and seen.try_reuse(on_start):
+        return b""
     if before_run is not None:
         before_run()
-    return run_backend(
+    warnings = run_backend(
         command, module=opts.input, output=opts.out, dwo=opts.dwo, on_start=on_start,
         runner=runner,
     )  # fmt: skip
+    if seen is not None:
+        seen.remember()
+    return warnings
 
 
 def _output_flags(opts: Options) -> list[str]:

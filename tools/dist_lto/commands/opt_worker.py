@@ -23,14 +23,18 @@ if TYPE_CHECKING:
     import argparse
 
 PROG = "dist-lto opt-worker"
-USAGE = "dist-lto opt-worker [-h] [--socket PATH]"
+USAGE = "dist-lto opt-worker [-h] [--socket PATH] [--reuse-dir DIR]"
 DESCRIPTION = """\
 Serve Buck2's persistent-worker protocol (gRPC on a unix socket) for opt actions: each
 request holds the arguments of `dist-lto opt` and runs exactly as that command would,
 with the same checks, the same error lines and exit status, except that clang is forked
 from a clang that has started once instead of started per module."""
 EPILOG = """\
-Buck2 starts it; it listens on $WORKER_SOCKET unless --socket is given. Its log (one
+Buck2 starts it; it listens on $WORKER_SOCKET unless --socket is given. With
+--reuse-dir, a backend whose last run had the same module and index, apart from the
+hashes of modules it imports from, and imports the same code from them (LLVM's `opt`
+beside the compiler decides) gets that run's object without running clang; the
+directory keeps each backend's last inputs and object (docs/buck2.md). Its log (one
 line at start, one per new peak of requests served at once, warnings) is its stderr.
 Exit status: 0 when its parent has gone; 128+N when stopped by signal N; 2 when it
 cannot start (no socket, no grpcio)."""
@@ -39,15 +43,16 @@ _STOP_SIGNALS = (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP)
 
 
 class Options:
-    __slots__ = ("socket",)
+    __slots__ = ("reuse_dir", "socket")
 
     def __init__(self) -> None:
         self.socket: str | None = None
+        self.reuse_dir: str | None = None
 
 
 def _parse_fast(argv: list[str]) -> Options | None:
     opts = Options()
-    positional = scan(argv, opts, {"--socket": "socket"}, {})
+    positional = scan(argv, opts, {"--socket": "socket", "--reuse-dir": "reuse_dir"}, {})
     return opts if positional == [] else None
 
 
@@ -55,6 +60,12 @@ def build_parser() -> "argparse.ArgumentParser":
     parser = argument_parser(PROG, USAGE, DESCRIPTION, EPILOG)
     parser.add_argument(
         "--socket", metavar="PATH", help="the unix socket to listen on (default: $WORKER_SOCKET)"
+    )
+    parser.add_argument(
+        "--reuse-dir",
+        metavar="DIR",
+        help="reuse a backend's last object when an edit did not change what it imports"
+        " (kept in DIR; default: run every backend)",
     )
     return parser
 
@@ -87,7 +98,12 @@ def main(argv: list[str]) -> int:
     tmp = private_tmpdir("dist-lto-worker")
     env = None if tmp is None else {**os.environ, "TMPDIR": tmp}
     pool = CompilerPool(default_cache_dir(), log, env)
-    service = OptService(pool)
+    store = None
+    if opts.reuse_dir:
+        from dist_lto.worker.reuse import Store
+
+        store = Store(opts.reuse_dir, log)
+    service = OptService(pool, store)
     stop = threading.Event()
     stopped_by: list[int] = []
 

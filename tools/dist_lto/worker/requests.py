@@ -20,9 +20,12 @@ from dist_lto.distribute.compilers import WorkerCompiler
 from dist_lto.errors import EXIT_INTERNAL, DistLtoError
 from dist_lto.fsutil import write_output
 from dist_lto.process.children import CAPTURE, DEVNULL, action_status, run
+from dist_lto.worker.reuse import backend_for
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
+
+    from dist_lto.worker.reuse import Backend, Store
 
 _PACKAGE_MAIN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                              "__main__.py")  # fmt: skip
@@ -140,6 +143,8 @@ class Running:
 
     def started(self, pid: int) -> None:
         with self.lock:
+            if self.pidfd >= 0:  # the importer's (worker/reuse.py), before clang's
+                os.close(self.pidfd)
             try:
                 self.pidfd = os.pidfd_open(pid)
             except OSError:
@@ -172,8 +177,11 @@ class Running:
                 self.pidfd = -1
 
 
-def run_request(argv: list[str], pool: CompilerPool, running: Running) -> Reply:
-    """Run one request's backend; never raises."""
+def run_request(
+    argv: list[str], pool: CompilerPool, running: Running, store: "Store | None" = None
+) -> Reply:
+    """Run one request's backend (with the worker's reuse `store`, if it has one); never
+    raises."""
     try:
         opts = _options(argv)
         if opts is None:
@@ -184,7 +192,13 @@ def run_request(argv: list[str], pool: CompilerPool, running: Running) -> Reply:
             return Reply(0, b"")
         compiler = pool.take(opts.command[0])
         try:
-            warnings = opt.execute(opts, runner=compiler.run, on_start=running.started)
+            reuse = None
+            if store is not None:
+
+                def reuse(command: list[str]) -> "Backend | None":
+                    return backend_for(store, command, opts.input, opts.index, opts.out, opts.dwo)
+
+            warnings = opt.execute(opts, runner=compiler.run, on_start=running.started, reuse=reuse)
         finally:
             running.close()
             pool.give_back(opts.command[0], compiler)

@@ -18,6 +18,7 @@ import grpc
 
 from dist_lto.worker import protocol
 from dist_lto.worker.requests import CompilerPool, Running, run_request
+from dist_lto.worker.reuse import Store
 
 MAX_THREADS = 256
 """Requests served at once, at most: more than any machine's local slots for them."""
@@ -26,8 +27,9 @@ MAX_THREADS = 256
 class OptService:
     """Runs requests and keeps count of those in flight (the highest count is logged)."""
 
-    def __init__(self, pool: CompilerPool) -> None:
+    def __init__(self, pool: CompilerPool, store: Store | None = None) -> None:
         self.pool = pool
+        self.store = store
         self.lock = threading.Lock()
         self.in_flight = 0
         self.most = 0
@@ -70,7 +72,7 @@ class OptService:
             timer = threading.Timer(command.timeout_s, running.time_out)
             timer.start()
         try:
-            reply = run_request(argv, self.pool, running)
+            reply = run_request(argv, self.pool, running, self.store)
         finally:
             if timer is not None:
                 timer.cancel()
