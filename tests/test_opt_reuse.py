@@ -6,10 +6,12 @@ Each phase is a new worker over the same store, as Buck2 starts one per command.
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 from dist_lto.worker.client import WorkerClient
+from dist_lto.worker.reuse import Store
 from support.opt_command import OPT
 from support.tools import Llvm
 
@@ -41,25 +43,26 @@ class Build:
         subprocess.run([self.llvm.clang, "-flto=thin", "-fuse-ld=lld", "-O2", *MODULES, "-o",
                         "prog", "-Wl,--thinlto-index-only"], cwd=self.root, check=True)  # fmt: skip
 
-    def argv(self, module: str, out: str) -> list[str]:
+    def argv(self, module: str, out: str, *extra: str) -> list[str]:
         return ["--input", module, "--index", f"{module}.thinlto.bc", "--out", out,
-                "--args", "link.args", "--", self.llvm.clang]  # fmt: skip
+                "--args", "link.args", "--", self.llvm.clang, *extra]  # fmt: skip
 
-    def backends(self, store: str = "store") -> dict[str, bool]:
+    def backends(self, store: str = "store", *extra: str) -> dict[str, bool]:
         """Each module's backend through a new worker: whether its object was reused.
-        Every object must equal the one `dist-lto opt` writes."""
+        Every object, and what the worker prints, must equal what `dist-lto opt` does."""
         client = WorkerClient(str(self.root / "w.sock"), str(self.root), "--reuse-dir", store)
+        replies = {}
         try:
             for module in MODULES:
-                reply = client.execute(self.argv(module, f"{module}.opt.o"))
-                assert (reply.exit_code, reply.stderr) == (0, ""), module
+                replies[module] = client.execute(self.argv(module, f"{module}.opt.o", *extra))
         finally:
             client.close()
         log = client.proc.stderr.read().decode() if client.proc.stderr else ""
         for module in MODULES:
-            done = subprocess.run([*OPT, *self.argv(module, f"{module}.ref.o")], cwd=self.root,
-                                  capture_output=True, text=True)  # fmt: skip
+            done = subprocess.run([*OPT, *self.argv(module, f"{module}.ref.o", *extra)],
+                                  cwd=self.root, capture_output=True, text=True)  # fmt: skip
             assert done.returncode == 0, done.stderr
+            assert (replies[module].exit_code, replies[module].stderr) == (0, done.stderr)
             ours = (self.root / f"{module}.opt.o").read_bytes()
             assert ours == (self.root / f"{module}.ref.o").read_bytes(), module
         return {m: f"{m}.opt.o: the object of its last run, reused" in log for m in MODULES}
@@ -118,3 +121,26 @@ def test_a_stored_module_that_changed_is_never_used(build: Build) -> None:
 def test_without_a_store_every_backend_runs(build: Build, tmp_path: Path) -> None:
     build.edit("lib.c", PROGRAM["lib.c"] + UNRELATED)
     assert build.backends(store=str(tmp_path / "elsewhere")) == dict.fromkeys(MODULES, False)
+
+
+def test_a_reused_object_comes_with_the_warnings_clang_printed(build: Build) -> None:
+    unused = "-L/nowhere"  # clang: warning: argument unused during compilation
+    assert build.backends("store", unused) == dict.fromkeys(MODULES, False)
+    build.edit("lib.c", PROGRAM["lib.c"] + UNRELATED)
+    # backends() compares each reply's stderr with the command's, the warning in both.
+    assert build.backends("store", unused) == {"main.o": True, "twice.o": True, "lib.o": False}
+
+
+def test_pruning_keeps_what_the_slots_name_and_removes_the_rest(build: Build) -> None:
+    build.edit("lib.c", PROGRAM["lib.c"] + UNRELATED)
+    build.backends()
+    root = build.root / "store/v1"
+    before = {p.relative_to(root) for p in root.glob("*/*")}
+    removed = Store(str(build.root / "store"), print).prune(time.time() + 1)
+    after = {p.relative_to(root) for p in root.glob("*/*")}
+    assert removed == len(before - after) > 0
+    # Gone: the first build of lib.o and the first indexes, which no slot names now
+    # (lib.o's object is the same: the new function is dead and stripped).
+    assert {p.parts[0] for p in before - after} == {"modules", "indexes"}
+    build.edit("lib.c", PROGRAM["lib.c"] + UNRELATED.replace("3", "7"))
+    assert build.backends() == {"main.o": True, "twice.o": True, "lib.o": False}

@@ -278,8 +278,8 @@ def execute(
     command = backend_command(opts, mode)
     check_primary(opts.input, opts.index)
     seen = reuse(command) if reuse is not None else None
-    if seen is not None and seen.try_reuse(on_start):
-        return b""
+    if seen is not None and (reused := seen.try_reuse(on_start)) is not None:
+        return reused
     if before_run is not None:
         before_run()
     warnings = run_backend(
@@ -287,7 +287,7 @@ def execute(
         runner=runner,
     )  # fmt: skip
     if seen is not None:
-        seen.remember()
+        seen.remember(warnings)
     return warnings
 
 

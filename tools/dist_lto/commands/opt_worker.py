@@ -22,6 +22,8 @@ from dist_lto.process.children import PARENT_POLL_SECONDS
 if TYPE_CHECKING:
     import argparse
 
+    from dist_lto.worker.reuse import Store
+
 PROG = "dist-lto opt-worker"
 USAGE = "dist-lto opt-worker [-h] [--socket PATH] [--reuse-dir DIR]"
 DESCRIPTION = """\
@@ -100,9 +102,12 @@ def main(argv: list[str]) -> int:
     pool = CompilerPool(default_cache_dir(), log, env)
     store = None
     if opts.reuse_dir:
+        import time
+
         from dist_lto.worker.reuse import Store
 
         store = Store(opts.reuse_dir, log)
+        threading.Thread(target=_prune, args=(store, time.time()), daemon=True).start()
     service = OptService(pool, store)
     stop = threading.Event()
     stopped_by: list[int] = []
@@ -136,6 +141,15 @@ def main(argv: list[str]) -> int:
         if tmp is not None:
             remove_private_dir(tmp)
     return 128 + stopped_by[0] if stopped_by else 0
+
+
+def _prune(store: "Store", started: float) -> None:
+    """Prune the reuse store at the lowest priority, beside the first requests."""
+    try:  # noqa: SIM105 (a thread's priority: best effort)
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except OSError:
+        pass
+    store.prune(started)
 
 
 def _watch_parent(stop: threading.Event) -> None:

@@ -23,8 +23,8 @@ Layout under the store's directory (version 1):
     v1/objects/<sha256>    an object by its SHA-256
 
 Everything read back is checked: an object or index by its SHA-256, a module by the hash
-it records; anything that differs is a miss. Nothing is pruned: the store lives in
-buck-out (the toolchain's `opt_reuse_dir`) and goes with it. Standard library only.
+it records; anything that differs is a miss. Each worker, once started, removes what no
+slot names any more (`Store.prune`). Standard library only.
 """
 
 import hashlib
@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 
 LAYOUT = "v1"
 SCHEME = b"dist-lto opt reuse 1\0"
+SLOT_DAYS = 14
+"""A slot whose backend has not run for this long is forgotten (`Store.prune`)."""
 IMPORT_SECONDS = 600.0
 """How long the importer may take before the backend runs without it."""
 
@@ -121,7 +123,7 @@ def read_inputs(module: str, index: str) -> Inputs | None:
 class Last:
     """A slot's last run, as `Backend.remember` wrote it."""
 
-    __slots__ = ("imported", "index", "masked", "modules", "object", "primary_hash")
+    __slots__ = ("imported", "index", "masked", "modules", "object", "primary_hash", "warnings")
 
     def __init__(self) -> None:
         self.primary_hash = ""
@@ -130,6 +132,7 @@ class Last:
         self.modules: list[tuple[str, str]] = []
         self.object = ""
         self.imported: str | None = None
+        self.warnings = b""
 
     @classmethod
     def parse(cls, data: object) -> "Last | None":
@@ -144,6 +147,13 @@ class Last:
             setattr(last, name, value)
         imported = data.get("imported")
         last.imported = imported if isinstance(imported, str) else None
+        warnings = data.get("warnings")
+        if not isinstance(warnings, str):
+            return None
+        try:
+            last.warnings = warnings.encode("latin-1")
+        except UnicodeEncodeError:
+            return None
         modules = data.get("modules")
         if not isinstance(modules, list):
             return None
@@ -164,7 +174,6 @@ class Store:
         self.note = note
         self.importers: dict[str, str | None] = {}
         self.identities: dict[str, str] = {}
-        self.reused = 0
 
     def importer(self, compiler: str) -> str | None:
         if compiler not in self.importers:
@@ -190,6 +199,49 @@ class Store:
 
     def path(self, kind: str, name: str) -> str:
         return os.path.join(self.root, kind, name)
+
+    def prune(self, before: float) -> int:
+        """Remove what no slot names, and slots unused for SLOT_DAYS, that were last
+        changed before `before` (the worker's start: what its requests keep is newer);
+        the number of files removed. A file removed under a request that has just named
+        it makes that slot miss next time, nothing worse: everything is checked when read.
+        """
+        import time
+
+        named: dict[str, set[str]] = {"objects": set(), "modules": set(), "indexes": set()}
+        removed = 0
+        stale = time.time() - SLOT_DAYS * 86400
+        for entry in _entries(os.path.join(self.root, "slots")):
+            try:
+                if entry.stat().st_mtime < stale:
+                    os.unlink(entry.path)
+                    removed += 1
+                    continue
+                with open(entry.path, "rb") as f:
+                    last = Last.parse(json.loads(f.read(1 << 24)))
+            except (OSError, ValueError):
+                continue
+            if last is not None:
+                named["objects"].add(last.object)
+                named["indexes"].add(last.index)
+                named["modules"].update(h for _, h in last.modules)
+        for kind, keep in named.items():
+            for entry in _entries(os.path.join(self.root, kind)):
+                try:
+                    if entry.name not in keep and entry.stat().st_ctime < before:
+                        os.unlink(entry.path)
+                        removed += 1
+                except OSError:
+                    pass
+        return removed
+
+
+def _entries(directory: str) -> "list[os.DirEntry[str]]":
+    try:
+        with os.scandir(directory) as found:
+            return [e for e in found if e.is_file(follow_symlinks=False)]
+    except OSError:
+        return []
 
 
 class Backend:
@@ -222,30 +274,30 @@ class Backend:
         except (OSError, ValueError):
             return None
 
-    def try_reuse(self, on_start: "Callable[[int], None] | None") -> bool:
+    def try_reuse(self, on_start: "Callable[[int], None] | None") -> bytes | None:
         """Write the slot's last object to the output when the backend would write the
-        same; False (nothing written) otherwise."""
+        same, and return the warnings clang printed then; None (nothing written)
+        otherwise."""
         last = self._last()
         now = self.inputs
         if last is None or last.primary_hash != now.primary_hash:
-            return False
+            return None
         if last.index == now.index_sha:  # the same inputs: what Buck2's own cache keys on
             self.imported = last.imported
         else:
             same_paths = [p for p, _ in last.modules] == [p for p, _ in now.modules]
             if last.masked != now.masked or not same_paths:
-                return False
+                return None
             self.imported = self._import_digest(None, self.index, on_start)
             before = last.imported or self._old_import_digest(last, on_start)
             if self.imported is None or before != self.imported:
-                return False
+                return None
         if not self._restore(last.object):
-            return False
-        self.store.reused += 1
+            return None
         self.store.note(f"{self.out}: the object of its last run, reused (the modules it"
                         " imports from changed, what it imports did not)")  # fmt: skip
-        self.remember(last.object)
-        return True
+        self.remember(last.warnings, last.object)
+        return last.warnings
 
     def _import_digest(
         self, cwd: str | None, index: str, on_start: "Callable[[int], None] | None"
@@ -305,8 +357,9 @@ class Backend:
             remove_quietly(temporary)
             return False
 
-    def remember(self, obj: str | None = None) -> None:
-        """Keep this run's inputs and object for the slot's next run (best effort)."""
+    def remember(self, warnings: bytes, obj: str | None = None) -> None:
+        """Keep this run's inputs, object and clang's `warnings` for the slot's next run
+        (best effort)."""
         try:
             if obj is None:
                 obj = _sha256_file(self.out)
@@ -323,6 +376,7 @@ class Backend:
                 "modules": self.inputs.modules,
                 "object": obj,
                 "imported": self.imported,
+                "warnings": warnings.decode("latin-1"),
             }
             os.makedirs(os.path.dirname(self.slot), exist_ok=True)
             write_atomic(self.slot, json.dumps(entry).encode())
