@@ -34,8 +34,10 @@ largest link-phase process's peak RSS over the in-process link's (the linker's) 
 
 Usage: .venv/bin/python bench/scale.py [--n 2000] [--variants ours,inprocess,...]
                                        [--records DIR] [--seed 1]
+       .venv/bin/python bench/scale.py --n 10000 --report-from DIR
 (`--records DIR` keeps each build's `buck2 log show` as DIR/N-VARIANT-KIND.jsonl, the
-record bench/farm_model.py reads.)
+record bench/farm_model.py reads, and what was measured beside it; `--report-from DIR`
+prints the table and ratios from those, for a run that was stopped or done in parts.)
 """
 
 from __future__ import annotations
@@ -235,7 +237,7 @@ def measure(
         keep.with_suffix(".peaks.json").write_bytes(orjson.dumps(processes))
     record = read_record(log.splitlines())
     largest_role = max(LINK_ROLES, key=lambda r: peaks.peak(r))
-    return Measured(
+    measured = Measured(
         wall=built.wall,
         record=record,
         plan_peak=peaks.peak("plan"),
@@ -243,6 +245,24 @@ def measure(
         largest=peaks.peak(*LINK_ROLES),
         largest_role=largest_role,
     )
+    if keep is not None:  # so that `--report-from` can print a run that did not finish
+        fields = {k: v for k, v in vars(measured).items() if k != "record"}
+        keep.with_suffix(".result.json").write_bytes(orjson.dumps(fields))
+    return measured
+
+
+def kept_results(records: Path, n: int) -> dict[str, dict[str, Measured]]:
+    """The builds a run with `--records` kept for N, in the order of VARIANTS."""
+    results: dict[str, dict[str, Measured]] = {}
+    for variant in VARIANTS:
+        for build in KINDS:
+            stem = records / f"{n}-{variant}-{build}"
+            result = stem.with_suffix(".result.json")
+            if result.exists():
+                fields = orjson.loads(result.read_bytes())
+                record = read_record(stem.with_suffix(".jsonl").read_text().splitlines())
+                results.setdefault(variant, {})[build] = Measured(record=record, **fields)
+    return results
 
 
 def run(
@@ -316,7 +336,13 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--records", type=Path, help="keep each build's event log here")
+    parser.add_argument("--report-from", type=Path, metavar="DIR",
+                        help="build nothing; print what `--records DIR` kept")  # fmt: skip
     args = parser.parse_args()
+    if args.report_from:
+        for n in (int(x) for x in args.n.split(",")):
+            report(n, kept_results(args.report_from, n))
+        return 0
     variants = args.variants.split(",")
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
