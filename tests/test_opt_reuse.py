@@ -144,3 +144,20 @@ def test_pruning_keeps_what_the_slots_name_and_removes_the_rest(build: Build) ->
     assert {p.parts[0] for p in before - after} == {"modules", "indexes"}
     build.edit("lib.c", PROGRAM["lib.c"] + UNRELATED.replace("3", "7"))
     assert build.backends() == {"main.o": True, "twice.o": True, "lib.o": False}
+
+
+def test_modules_named_by_absolute_paths_are_never_reused(build: Build) -> None:
+    # The last run's modules could not be laid out again where the index names them:
+    # such a backend keeps nothing.
+    absolute = [str(build.root / m) for m in MODULES]
+    subprocess.run([build.llvm.clang, "-flto=thin", "-fuse-ld=lld", "-O2", *absolute, "-o",
+                    "prog", "-Wl,--thinlto-index-only"], cwd=build.root, check=True)  # fmt: skip
+    client = WorkerClient(str(build.root / "w.sock"), str(build.root), "--reuse-dir", "s2")
+    try:
+        for module in absolute:
+            reply = client.execute(build.argv(module, f"{module}.abs.o"))
+            assert (reply.exit_code, reply.stderr) == (0, "")
+    finally:
+        client.close()
+    assert (build.root / "main.o.abs.o").read_bytes()[:4] == b"\x7fELF"
+    assert not (build.root / "s2").exists()
