@@ -188,6 +188,8 @@ def run_request(
             return _run_command(argv)
         if opts.ready is not None:  # a fork server for the first backend to fork from
             pool.warm(opts.command[0])
+            if store is not None:  # and what the reuse store asks of the compiler once
+                store.compiler(opts.command[0])
             write_output(opts.ready, b"")
             return Reply(0, b"")
         compiler = pool.take(opts.command[0])

@@ -166,36 +166,36 @@ class Last:
 
 
 class Store:
-    """The worker's reuse store at `root`; `importer` is LLVM's `opt` beside the
-    compiler (None: no reuse for that compiler)."""
+    """The worker's reuse store at `root`; `note` takes its log lines."""
 
     def __init__(self, root: str, note: "Callable[[str], None]") -> None:
         self.root = os.path.join(root, LAYOUT)
         self.note = note
-        self.importers: dict[str, str | None] = {}
-        self.identities: dict[str, str] = {}
+        self.compilers: dict[str, tuple[str, str] | None] = {}
 
-    def importer(self, compiler: str) -> str | None:
-        if compiler not in self.importers:
-            from dist_lto.llvm.toolchain import which
+    def compiler(self, compiler: str) -> "tuple[str, str] | None":
+        """LLVM's `opt` beside `compiler`, and the compiler's identity (what a slot's key
+        holds of it): found once per worker; None, said once, when either cannot be."""
+        if compiler not in self.compilers:
+            self.compilers[compiler] = self._find(compiler)
+        return self.compilers[compiler]
 
-            found = which(compiler)
-            opt = None
-            if found is not None:
-                candidate = os.path.join(os.path.dirname(os.path.realpath(found)), "opt")
-                opt = candidate if os.access(candidate, os.X_OK) else None
-            if opt is None:
-                self.note(f"no `opt` beside {compiler}: objects are not reused after edits")
-            self.importers[compiler] = opt
-        return self.importers[compiler]
+    def _find(self, compiler: str) -> "tuple[str, str] | None":
+        from dist_lto.distribute.cache_key import compiler_identity
+        from dist_lto.distribute.result_cache import user_cache_dir
+        from dist_lto.errors import DistLtoError
+        from dist_lto.llvm.toolchain import which
 
-    def identity(self, compiler: str) -> str:
-        if compiler not in self.identities:
-            from dist_lto.distribute.cache_key import compiler_identity
-            from dist_lto.distribute.result_cache import user_cache_dir
-
-            self.identities[compiler] = compiler_identity(compiler, user_cache_dir() or "")
-        return self.identities[compiler]
+        found = which(compiler)
+        opt = os.path.join(os.path.dirname(os.path.realpath(found)), "opt") if found else ""
+        if not opt or not os.access(opt, os.X_OK):
+            self.note(f"no `opt` beside {compiler}: objects are not reused after edits")
+            return None
+        try:
+            return opt, compiler_identity(compiler, user_cache_dir() or "")
+        except DistLtoError as err:
+            self.note(f"objects are not reused after edits: {err.message}")
+            return None
 
     def path(self, kind: str, name: str) -> str:
         return os.path.join(self.root, kind, name)
@@ -250,7 +250,7 @@ class Backend:
 
     def __init__(
         self, store: Store, command: list[str], module: str, index: str, out: str,
-        inputs: Inputs, importer: str,
+        inputs: Inputs, importer: str, identity: str,
     ) -> None:  # fmt: skip
         self.store = store
         self.module = module
@@ -261,7 +261,7 @@ class Backend:
         key = hashlib.sha256(SCHEME)
         from dist_lto import __version__
 
-        key.update(__version__.encode() + b"\0" + store.identity(command[0]).encode() + b"\0")
+        key.update(__version__.encode() + b"\0" + identity.encode() + b"\0")
         key.update(json.dumps([command[1:], out]).encode())
         self.slot = store.path("slots", key.hexdigest() + ".json")
         self.imported: str | None = None
@@ -411,10 +411,10 @@ def backend_for(store: Store, command: list[str], module: str, index: str, out: 
     DWARF, a compiler without `opt`, paths or an index it cannot reason about)."""
     if dwo is not None or any(flag.startswith("-gsplit-dwarf") for flag in command):
         return None
-    importer = store.importer(command[0])
-    if importer is None:
+    tools = store.compiler(command[0])
+    if tools is None:
         return None
     inputs = read_inputs(module, index)
     if inputs is None:
         return None
-    return Backend(store, command, module, index, out, inputs, importer)
+    return Backend(store, command, module, index, out, inputs, *tools)
