@@ -9,8 +9,12 @@ a backend whose inputs changed: its index file, its module, or a module it impor
 from. This counts those, and how many of them wrote the same object as before the
 edit (what an input finer than a whole imported module would have spared).
 
+Every backend also runs through the opt worker with a reuse store (`dist-lto
+opt-worker --reuse-dir`), before the edit and after it, as Buck2 would run them; its
+objects must equal the commands'.
+
 Prints, per workload, `edit-reach/WORKLOAD: R of N backends have changed inputs,
-S of them wrote the same object`.
+S of them wrote the same object, the worker reused U`.
 
 Usage: .venv/bin/python bench/edit_reach.py [--workloads lua,zstd]
 """
@@ -30,6 +34,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE))
 
 from buck2 import EDITED  # noqa: E402
+from dist_lto.worker.client import WorkerClient  # noqa: E402
 from support import workloads  # noqa: E402
 from support.opt_command import OPT  # noqa: E402
 
@@ -50,6 +55,8 @@ class Link:
         self.root = self.build.root
         self.flags = ["-flto=thin", "-fuse-ld=lld", "-O2", *self.build.link_flags]
         (self.root / "link.args").write_text("".join(f"{f}\n" for f in self.flags))
+        self.ran: dict[str, str] = {}
+        """Each module the last `backends` ran, and its object."""
 
     def index(self) -> None:
         subprocess.run([workloads.CLANG, *self.flags, *self.build.objects, "-o", "prog",
@@ -70,9 +77,30 @@ class Link:
                 cwd=self.root, check=True, capture_output=True, text=True,
             ).stdout  # fmt: skip
             subprocess.run(shlex.split(printed), cwd=self.root, check=True)
+            self.ran[obj] = out
             imports = (self.root / f"{obj}.imports").read_text().split()
             found[obj] = (digest(self.root / out), digest(index), imports)
         return found
+
+    def through_worker(self) -> set[str]:
+        """Every backend through a new worker over the link's reuse store, each object
+        checked against the command's of the same inputs (`backends` ran them); the
+        modules whose objects the worker reused."""
+        client = WorkerClient(str(self.root / "w.sock"), str(self.root), "--reuse-dir", "reuse")
+        try:
+            for obj in self.ran:
+                argv = ["--input", obj, "--index", f"{obj}.thinlto.bc", "--out", f"{obj}.w.o",
+                        "--args", "link.args", "--", workloads.CLANG]  # fmt: skip
+                reply = client.execute(argv)
+                if reply.exit_code != 0:
+                    raise RuntimeError(f"{obj}: {reply.stderr}")
+        finally:
+            client.close()
+        log = client.proc.stderr.read().decode() if client.proc.stderr else ""
+        for obj, out in self.ran.items():
+            if digest(self.root / f"{obj}.w.o") != digest(self.root / out):
+                raise AssertionError(f"{obj}: the worker's object differs from the command's")
+        return {obj for obj in self.ran if f"{obj}.w.o: the object of its last run, reused" in log}
 
     def edit(self, name: str) -> str:
         """Compile the edited unit over its object (the shared source tree stays as it is)."""
@@ -96,16 +124,19 @@ def main() -> int:
             link = Link(name, Path(tmp))
             link.index()
             before = link.backends("before")
+            link.through_worker()
             edited = link.edit(name)
             link.index()
             after = link.backends("after")
+            reused = link.through_worker()
             changed = [o for o, (_, index, imports) in after.items()
                        if o == edited or edited in imports or index != before[o][1]]  # fmt: skip
             same = [o for o in changed if after[o][0] == before[o][0]]
             print(f"# {name}: {edited} edited; {sum(edited in i for _, _, i in after.values())}"
                   " backends import from it")  # fmt: skip
             print(f"edit-reach/{name}: {len(changed)} of {len(after)} backends have changed"
-                  f" inputs, {len(same)} of them wrote the same object")  # fmt: skip
+                  f" inputs, {len(same)} of them wrote the same object, the worker reused"
+                  f" {len(reused & set(changed))}")  # fmt: skip
     return 0
 
 
