@@ -31,6 +31,8 @@ _GLOBALVAL_SUMMARY_BLOCK = 20
 _BLOCKINFO_BLOCK = 0
 _MST_CODE_ENTRY = 1
 _MST_CODE_HASH = 2
+MST_CODE_HASH = _MST_CODE_HASH
+"""The module table's record of a module's hash (`IndexRecords.modules`)."""
 _MODULE_CODE_HASH = 17
 _UNABBREV_RECORD = 3
 FS_FLAGS = 20

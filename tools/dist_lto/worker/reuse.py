@@ -18,9 +18,11 @@ Layout under the store's directory (version 1):
 
     v1/slots/<slot>.json   the last run: module and index digests, the index's modules
                            and their hashes, the object's SHA-256, the import digest
-    v1/modules/<hash>      a module by its LLVM module hash (a hard link where it can)
-    v1/indexes/<sha256>    an index by its SHA-256
+    v1/modules/<hash>      a module by its LLVM module hash
+    v1/indexes/<sha256>    an index by its SHA-256 (a copy: LLD rewrites indexes in place)
     v1/objects/<sha256>    an object by its SHA-256
+
+(modules and objects are hard links to the build's files where they can be).
 
 Everything read back is checked: an object or index by its SHA-256, a module by the hash
 it records; anything that differs is a miss. Each worker, once started, removes what no
@@ -33,7 +35,7 @@ import os
 
 from dist_lto import TYPE_CHECKING
 from dist_lto.fsutil import install, remove_quietly, temp_path_for, write_atomic
-from dist_lto.llvm.bitcode import module_has_hash, read_index_records
+from dist_lto.llvm.bitcode import MST_CODE_HASH, module_has_hash, read_index_records
 from dist_lto.process.children import CAPTURE, DEVNULL, CannotRun, TimedOut, run
 
 if TYPE_CHECKING:
@@ -106,12 +108,12 @@ def read_inputs(module: str, index: str) -> Inputs | None:
     masked.update(records.summary_bytes)
     modules: list[tuple[str, str]] = []
     for module_id, path, following in records.modules:
-        found = [ops for code, ops in following if code == 2]  # MST_CODE_HASH
+        found = [ops for code, ops in following if code == MST_CODE_HASH]
         text = os.fsdecode(path)
         if len(found) != 1 or not any(found[0]) or not _relative(text):
             return None
         modules.append((text, _hex(tuple(found[0]))))
-        rest = [(code, ops) for code, ops in following if code != 2]
+        rest = [(code, ops) for code, ops in following if code != MST_CODE_HASH]
         masked.update(json.dumps([module_id, text, rest]).encode() + b"\0")
     primary = [h for p, h in modules if p == module]
     if len(primary) != 1:
