@@ -85,6 +85,11 @@ RAN_KINDS = (1, 2, 4, 8)
 symlinked dir, in the daemon), local worker. The others are cache hits and skips."""
 
 PLAN_CATEGORIES = ("thin_lto_plan", "thin_lto_index_executable")
+OPT_CATEGORIES = (
+    "thin_lto_opt",
+    "thin_lto_opt_object_executable",
+    "thin_lto_opt_archive_executable",
+)
 KINDS = ("full", "incremental")
 MIB = 1 << 20
 
@@ -181,15 +186,30 @@ class Record:
     """Actions whose result came from a cache or that were skipped."""
     plan_time: float = 0.0
     daemon_peak: int = 0
+    opt_daemon_ms: float = 0.0
+    """The daemon's CPU from the first opt action's start to the last one's end, per opt
+    action that ran (from its periodic snapshots: about a second apart); 0 unless at
+    least MANY_OPT_ACTIONS ran, since the phase is then mostly theirs."""
+
+
+MANY_OPT_ACTIONS = 100
+
+
+def _stamp(event: dict[str, object]) -> float:
+    secs, nanos = event["timestamp"]  # type: ignore[misc]
+    return float(secs) + nanos / 1e9
 
 
 def read_record(lines: list[str]) -> Record:
     record = Record()
+    cpu: list[tuple[float, float]] = []  # (time, the daemon's CPU seconds so far)
+    opt_spans: list[tuple[float, float]] = []
     for line in lines:
         if not line.startswith("{"):
             continue
         if '"SpanEnd"' in line:
-            end = orjson.loads(line)["Event"]["data"]["SpanEnd"]
+            event = orjson.loads(line)["Event"]
+            end = event["data"]["SpanEnd"]
             data = end.get("data", {})
             if "Analysis" in data:
                 record.analysis += end.get("duration_us", 0) / 1e6
@@ -204,10 +224,24 @@ def read_record(lines: list[str]) -> Record:
                 record.actions[category] += 1
                 if category in PLAN_CATEGORIES:
                     record.plan_time += action.get("wall_time_us", 0) / 1e6
+                if category in OPT_CATEGORIES:
+                    stop = _stamp(event)
+                    opt_spans.append((stop - end.get("duration_us", 0) / 1e6, stop))
         elif '"Snapshot"' in line:
-            snapshot = orjson.loads(line)["Event"]["data"]["Instant"]["data"].get("Snapshot")
+            event = orjson.loads(line)["Event"]
+            snapshot = event["data"]["Instant"]["data"].get("Snapshot")
             if snapshot:
                 record.daemon_peak = max(record.daemon_peak, snapshot.get("buck2_max_rss", 0))
+                used = snapshot.get("buck2_user_cpu_us", 0) + snapshot.get("buck2_system_cpu_us", 0)
+                cpu.append((_stamp(event), used / 1e6))
+    if len(opt_spans) >= MANY_OPT_ACTIONS and cpu:
+        first = min(start for start, _ in opt_spans)
+        last = max(stop for _, stop in opt_spans)
+
+        def at(t: float) -> float:
+            return min(cpu, key=lambda point: abs(point[0] - t))[1]
+
+        record.opt_daemon_ms = (at(last) - at(first)) / len(opt_spans) * 1000
     return record
 
 
@@ -257,12 +291,38 @@ def kept_results(records: Path, n: int) -> dict[str, dict[str, Measured]]:
     for variant in VARIANTS:
         for build in KINDS:
             stem = records / f"{n}-{variant}-{build}"
+            log = stem.with_suffix(".jsonl")
+            if not log.exists():
+                continue
+            lines = log.read_text().splitlines()
+            record = read_record(lines)
             result = stem.with_suffix(".result.json")
             if result.exists():
                 fields = orjson.loads(result.read_bytes())
-                record = read_record(stem.with_suffix(".jsonl").read_text().splitlines())
-                results.setdefault(variant, {})[build] = Measured(record=record, **fields)
+            else:  # kept before results were: the command's span and the peaks kept
+                fields = _from_peaks(stem.with_suffix(".peaks.json"), _command_seconds(lines))
+            results.setdefault(variant, {})[build] = Measured(record=record, **fields)
     return results
+
+
+def _command_seconds(lines: list[str]) -> float:
+    """The build command's duration, from its span in the event log."""
+    for line in lines:
+        if '"SpanEnd"' in line and '"Command"' in line:
+            end = orjson.loads(line)["Event"]["data"]["SpanEnd"]
+            if "Command" in end.get("data", {}):
+                return float(end["duration_us"]) / 1e6
+    return 0.0
+
+
+def _from_peaks(path: Path, wall: float) -> dict[str, object]:
+    by_role: dict[str, int] = collections.defaultdict(int)
+    for process in orjson.loads(path.read_bytes()):
+        by_role[process["role"]] = max(by_role[process["role"]], process["peak"])
+    largest_role = max(LINK_ROLES, key=lambda r: by_role[r])
+    largest = max(by_role[r] for r in LINK_ROLES)
+    return {"wall": wall, "plan_peak": by_role["plan"], "link_peak": by_role["link"],
+            "largest": largest, "largest_role": largest_role}  # fmt: skip
 
 
 def run(
@@ -301,10 +361,11 @@ def run(
 
 
 def report(n: int, results: dict[str, dict[str, Measured]]) -> None:
-    print(f"\n# N = {n}: wall and analysis in s, memory in MiB; {os.cpu_count()} CPUs,"
+    print(f"\n# N = {n}: wall and analysis in s, memory in MiB, daemon/opt the daemon's CPU"
+          f" ms per opt action over their span; {os.cpu_count()} CPUs,"
           f" load average at the end {os.getloadavg()[0]:.2f}")  # fmt: skip
     head = ("variant", "build", "wall", "analysis", "dynamic", "actions", "plan s",
-            "plan MiB", "daemon MiB", "largest MiB", "(what)")  # fmt: skip
+            "plan MiB", "daemon MiB", "daemon/opt", "largest MiB", "(what)")  # fmt: skip
     print("".join(f"{h:>12}" for h in head))
     for variant, builds in results.items():
         for build, m in builds.items():
@@ -312,7 +373,8 @@ def report(n: int, results: dict[str, dict[str, Measured]]) -> None:
             cells = [variant, build, f"{m.wall:.1f}", f"{r.analysis:.2f}", f"{r.dynamic:.2f}",
                      str(sum(r.actions.values())), f"{r.plan_time:.2f}",
                      f"{m.plan_peak / MIB:.0f}", f"{r.daemon_peak / MIB:.0f}",
-                     f"{m.largest / MIB:.0f}", m.largest_role]  # fmt: skip
+                     f"{r.opt_daemon_ms:.1f}" if r.opt_daemon_ms else "-", f"{m.largest / MIB:.0f}",
+                     m.largest_role]  # fmt: skip
             print("".join(f"{c:>12}" for c in cells))
     for variant, builds in results.items():
         for build, m in builds.items():
