@@ -85,6 +85,7 @@ RAN_KINDS = (1, 2, 4, 8)
 symlinked dir, in the daemon), local worker. The others are cache hits and skips."""
 
 PLAN_CATEGORIES = ("thin_lto_plan", "thin_lto_index_executable")
+COMPILE_CATEGORIES = ("cxx_compile", "c_compile")
 OPT_CATEGORIES = (
     "thin_lto_opt",
     "thin_lto_opt_object_executable",
@@ -186,6 +187,8 @@ class Record:
     """Actions whose result came from a cache or that were skipped."""
     plan_time: float = 0.0
     daemon_peak: int = 0
+    tail: float = 0.0
+    """Seconds from the last compile's end to the last action's end: the link's part."""
     opt_daemon_ms: float = 0.0
     """The daemon's CPU from the first opt action's start to the last one's end, per opt
     action that ran (from its periodic snapshots: about a second apart); 0 unless at
@@ -204,6 +207,7 @@ def read_record(lines: list[str]) -> Record:
     record = Record()
     cpu: list[tuple[float, float]] = []  # (time, the daemon's CPU seconds so far)
     opt_spans: list[tuple[float, float]] = []
+    last_compile = last_action = 0.0
     for line in lines:
         if not line.startswith("{"):
             continue
@@ -218,6 +222,9 @@ def read_record(lines: list[str]) -> Record:
             elif "ActionExecution" in data:
                 action = data["ActionExecution"]
                 category = action["name"]["category"]
+                last_action = max(last_action, _stamp(event))
+                if category in COMPILE_CATEGORIES:
+                    last_compile = max(last_compile, _stamp(event))
                 if action.get("execution_kind") not in RAN_KINDS:
                     record.cached += 1
                     continue
@@ -234,6 +241,8 @@ def read_record(lines: list[str]) -> Record:
                 record.daemon_peak = max(record.daemon_peak, snapshot.get("buck2_max_rss", 0))
                 used = snapshot.get("buck2_user_cpu_us", 0) + snapshot.get("buck2_system_cpu_us", 0)
                 cpu.append((_stamp(event), used / 1e6))
+    if last_compile:
+        record.tail = last_action - last_compile
     if len(opt_spans) >= MANY_OPT_ACTIONS and cpu:
         first = min(start for start, _ in opt_spans)
         last = max(stop for _, stop in opt_spans)
@@ -361,16 +370,17 @@ def run(
 
 
 def report(n: int, results: dict[str, dict[str, Measured]]) -> None:
-    print(f"\n# N = {n}: wall and analysis in s, memory in MiB, daemon/opt the daemon's CPU"
-          f" ms per opt action over their span; {os.cpu_count()} CPUs,"
+    print(f"\n# N = {n}: wall, tail (after the last compile) and analysis in s, memory in MiB,"
+          f" daemon/opt the daemon's CPU ms per opt action over their span; {os.cpu_count()} CPUs,"
           f" load average at the end {os.getloadavg()[0]:.2f}")  # fmt: skip
-    head = ("variant", "build", "wall", "analysis", "dynamic", "actions", "plan s",
+    head = ("variant", "build", "wall", "tail", "analysis", "dynamic", "actions", "plan s",
             "plan MiB", "daemon MiB", "daemon/opt", "largest MiB", "(what)")  # fmt: skip
     print("".join(f"{h:>12}" for h in head))
     for variant, builds in results.items():
         for build, m in builds.items():
             r = m.record
-            cells = [variant, build, f"{m.wall:.1f}", f"{r.analysis:.2f}", f"{r.dynamic:.2f}",
+            cells = [variant, build, f"{m.wall:.1f}", f"{r.tail:.1f}", f"{r.analysis:.2f}",
+                     f"{r.dynamic:.2f}",
                      str(sum(r.actions.values())), f"{r.plan_time:.2f}",
                      f"{m.plan_peak / MIB:.0f}", f"{r.daemon_peak / MIB:.0f}",
                      f"{r.opt_daemon_ms:.1f}" if r.opt_daemon_ms else "-", f"{m.largest / MIB:.0f}",
