@@ -5,6 +5,8 @@ one `plan` at a time holds an index directory, and a rerun clears what a killed 
 
 from __future__ import annotations
 
+import fcntl
+import os
 import shutil
 import stat
 import subprocess
@@ -98,3 +100,19 @@ def test_a_rerun_removes_the_staging_directories_of_killed_runs(captured: Path, 
     assert done.returncode == 0, done.stderr
     assert not list(index.glob(".index-step-*"))
     assert committed(captured) == {k: v for k, v in expected.items() if "/.index-step-" not in k}
+
+
+def test_a_plan_that_finds_the_directory_busy_leaves_the_holders_index_files(
+    captured: Path, llvm: Llvm
+) -> None:
+    expected = committed(captured)
+    fd = os.open(captured / "out" / "index", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another plan holds it
+        busy = plan(captured, llvm.clang)
+        _, said = busy.communicate(timeout=60)
+        assert busy.returncode == 2 and ": busy: " in said, said
+        # Nothing of the holder's is gone: its index files stay where it wrote them.
+        assert committed(captured) == expected
+    finally:
+        os.close(fd)

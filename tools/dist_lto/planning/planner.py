@@ -236,6 +236,9 @@ class Planner:
 
     def run_index(self, command: list[str], hold: index_step.Hold) -> None:
         line = self.index_line(index_step.is_raw_linker(command))
+        # Held first: a plan that finds the directory busy fails before the clean-up
+        # below, which would remove the index files of the plan that holds it.
+        hold.take(create=True)
         try:
             index_step.run(command, line, self.layout, self.declaration_imports, hold)
         except DistLtoError:
