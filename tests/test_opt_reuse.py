@@ -161,3 +161,19 @@ def test_modules_named_by_absolute_paths_are_never_reused(build: Build) -> None:
         client.close()
     assert (build.root / "main.o.abs.o").read_bytes()[:4] == b"\x7fELF"
     assert not (build.root / "s2").exists()
+
+
+def test_a_stale_index_is_refused_through_the_store_as_by_the_command(build: Build) -> None:
+    # lib.c compiled again without the index step: the indexes name the old lib.o.
+    (build.root / "lib.c").write_text(PROGRAM["lib.c"] + UNRELATED)
+    subprocess.run([build.llvm.clang, "-O2", "-flto=thin", "-c", "lib.c"], cwd=build.root,
+                   check=True)  # fmt: skip
+    argv = build.argv("twice.o", "twice.o.opt.o")
+    client = WorkerClient(str(build.root / "w.sock"), str(build.root), "--reuse-dir", "store")
+    try:
+        reply = client.execute(argv)
+    finally:
+        client.close()
+    done = subprocess.run([*OPT, *argv], cwd=build.root, capture_output=True, text=True)
+    assert done.returncode == 2 and "the index is stale" in done.stderr, done.stderr
+    assert (reply.exit_code, reply.stderr) == (done.returncode, done.stderr)

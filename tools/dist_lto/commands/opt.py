@@ -276,8 +276,8 @@ def execute(
         pass_through(opts.input, opts.out, opts.dwo)
         return b""
     command = backend_command(opts, mode)
-    check_primary(opts.input, opts.index)
     seen = reuse(command) if reuse is not None else None
+    check_primary(opts.input, opts.index, seen.inputs.table if seen is not None else None)
     if seen is not None and (reused := seen.try_reuse(on_start)) is not None:
         return reused
     if before_run is not None:

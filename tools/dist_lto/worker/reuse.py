@@ -41,6 +41,8 @@ from dist_lto.process.children import CAPTURE, DEVNULL, CannotRun, TimedOut, run
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from dist_lto.llvm.bitcode import IndexModules
+
 LAYOUT = "v1"
 SCHEME = b"dist-lto opt reuse 1\0"
 SLOT_DAYS = 14
@@ -79,11 +81,14 @@ def _relative(path: str) -> bool:
 class Inputs:
     """What a backend reads, as its index names it."""
 
-    __slots__ = ("index_sha", "masked", "modules", "primary_hash")
+    __slots__ = ("index_sha", "masked", "modules", "primary_hash", "table")
 
     def __init__(
-        self, index_sha: str, masked: str, modules: list[tuple[str, str]], primary_hash: str
-    ) -> None:
+        self, index_sha: str, masked: str, modules: list[tuple[str, str]], primary_hash: str,
+        table: "IndexModules",
+    ) -> None:  # fmt: skip
+        self.table = table
+        """The index's module table as `check_primary` reads it: the index is read once."""
         self.index_sha = index_sha
         self.masked = masked
         """SHA-256 of the index without its module hashes."""
@@ -101,7 +106,8 @@ def read_inputs(module: str, index: str) -> Inputs | None:
         records = read_index_records(data, decode_summary=False)
     except (OSError, ValueError):
         return None
-    if records.skip is not False:
+    table = records.module_table()
+    if records.skip is not False or table is None:
         return None
     masked = hashlib.sha256(SCHEME)
     masked.update(records.other)
@@ -119,7 +125,7 @@ def read_inputs(module: str, index: str) -> Inputs | None:
     if len(primary) != 1:
         return None
     sha = hashlib.sha256(data).hexdigest()
-    return Inputs(sha, masked.hexdigest(), modules, primary[0])
+    return Inputs(sha, masked.hexdigest(), modules, primary[0], table)
 
 
 class Last:
