@@ -178,17 +178,23 @@ def test_arguments_only_argparse_judges_get_argparses_answer(
     assert (reply.exit_code, reply.stderr) == (proc.returncode, proc.stderr)
 
 
-def test_worker_forks_its_compilers_from_a_fork_server(
+def waiting_compilers(worker: int, clang: str) -> list[str]:
+    """The worker's children that serve `clang`'s backends: compile servers
+    (process/cc1server.py), the compiler's headers being installed."""
+    children = subprocess.run(["ps", "-ww", "-o", "args=", "--ppid", str(worker)],
+                              capture_output=True, text=True).stdout  # fmt: skip
+    return [c for c in children.splitlines() if "/cc1server-" in c and c.endswith(f" {clang}")]
+
+
+def test_worker_runs_its_backends_in_a_compile_server(
     indexed: Indexed, worker: WorkerClient
 ) -> None:
     reply = worker.execute(args("add.o", "add.fork.opt.o", clang=indexed.clang))
     assert reply.exit_code == 0
-    children = subprocess.run(["ps", "-o", "args=", "--ppid", str(worker.proc.pid)],
-                              capture_output=True, text=True).stdout  # fmt: skip
-    assert indexed.clang in children  # a waiting clang, started once
+    assert len(waiting_compilers(worker.proc.pid, indexed.clang)) == 1  # started once
 
 
-def test_a_ready_request_starts_a_fork_served_compiler_before_any_backend(
+def test_a_ready_request_starts_a_compile_server_before_any_backend(
     indexed: Indexed, tmp_path: Path
 ) -> None:
     client = WorkerClient(str(tmp_path / "worker.sock"), str(indexed.root))
@@ -201,9 +207,8 @@ def test_a_ready_request_starts_a_fork_served_compiler_before_any_backend(
             ))  # fmt: skip
         assert [(r.exit_code, r.stderr) for r in replies] == [(0, "")] * 4
         assert [stamp.read_bytes() for stamp in stamps] == [b""] * 4
-        children = subprocess.run(["ps", "-o", "args=", "--ppid", str(client.proc.pid)],
-                                  capture_output=True, text=True).stdout  # fmt: skip
-        assert children.count(indexed.clang) == 1, children  # waiting for the first backend
+        # Waiting for the first backend.
+        assert len(waiting_compilers(client.proc.pid, indexed.clang)) == 1
         backend = client.execute(args("add.o", str(tmp_path / "add.o"), clang=indexed.clang))
         assert backend.exit_code == 0, backend.stderr
     finally:

@@ -73,6 +73,7 @@ DIST_LTO_SOURCES = [
     "dist_lto/planning/modules.py",
     "dist_lto/planning/planner.py",
     "dist_lto/process/__init__.py",
+    "dist_lto/process/cc1server.py",
     "dist_lto/process/children.py",
     "dist_lto/process/forkserver.py",
     "dist_lto/process/guard.py",
@@ -98,6 +99,7 @@ DIST_LTO_SOURCES = [
     "dist_lto/worker/requests.py",
     "dist_lto/worker/reuse.py",
     "dist_lto/worker/server.py",
-    # The opt worker builds its fork server from this.
+    # The opt worker builds its fork server and its compile server from these.
+    "dist_lto/process/cc1server.cpp",
     "dist_lto/process/forkserver.c",
 ]

@@ -52,7 +52,7 @@ EPILOG = """\
 The link flags file holds one argument per line, verbatim, as given to the clang
 driver for the link (-O3, -Wl,--lto-O2, -Xlinker, -fPIC, -march=..., -lm ...).
 `--ready STAMP` runs no backend and writes STAMP empty: sent to the opt worker before
-the first backend, it starts the worker and a fork-served CLANG while the compiles run.
+the first backend, it starts the worker and a server of CLANG while the compiles run.
 Exit status: 0 success; 2 bad input (flags, paths, an index that does not name
 INPUT); clang's own status when it fails; 128+N when it dies by signal N; 1 when
 clang exits 0 but its output is missing, empty or not an ELF object.
@@ -156,7 +156,7 @@ def build_parser() -> "argparse.ArgumentParser":
         "--ready",
         metavar="STAMP",
         help="run no backend; write STAMP empty (through the opt worker: start it and a"
-        " fork-served CLANG before the first backend needs them)",
+        " server of CLANG's backends before the first backend needs them)",
     )
     parser.add_argument(
         "command",
@@ -265,7 +265,7 @@ def execute(
     """Run the backend `opts` ask for (not `--print-command`); clang's warnings.
 
     The one path of `dist-lto opt` and of the opt worker (`dist_lto.worker`), which
-    passes its fork-served `runner` and its `reuse` store (`worker/reuse.py`: the
+    passes its served `runner` and its `reuse` store (`worker/reuse.py`: the
     object of this backend's last run when only modules it imports from changed, and
     not what it imports); `before_run` is called once the checks have passed, just
     before clang starts.

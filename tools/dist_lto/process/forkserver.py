@@ -38,6 +38,10 @@ class ForkServerLost(DistLtoError):
     """The server went away; before a job started, the caller may run it directly."""
 
 
+class JobDeclined(DistLtoError):
+    """The server does not run this job (cc1server.cpp): the caller runs it elsewhere."""
+
+
 def unusable_reason(args: list[str]) -> str | None:
     """Why the compiler of `common.args` cannot be fork-served (None: it can)."""
     compiler = args[0]
@@ -134,6 +138,8 @@ class ForkServer:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock = ours
         self.pid = 0
+        self.ended = 0
+        """The server's wait status once `close` has reaped it."""
         try:
             self._start(theirs, preload, os.environ if env is None else env)
         except BaseException:
@@ -143,13 +149,17 @@ class ForkServer:
             theirs.close()
 
     def _start(self, theirs: "socket", preload: str, base_env: "Mapping[str, str]") -> None:
+        env = {**base_env, "LD_PRELOAD": preload, FD_VARIABLE: str(SERVER_FD)}
+        self._spawn([self.compiler], env, theirs)
+
+    def _spawn(self, argv: list[str], env: "Mapping[str, str]", theirs: "socket") -> None:
+        """Start the server `argv` with the socket `theirs` as its SERVER_FD."""
         given = theirs.fileno()
         moved = os.dup(given) if given == SERVER_FD else given  # dup2(3, 3) keeps CLOEXEC
         devnull = os.open(os.devnull, os.O_WRONLY)
-        env = {**base_env, "LD_PRELOAD": preload, FD_VARIABLE: str(SERVER_FD)}
         try:
             self.pid = spawn(
-                [self.compiler],
+                argv,
                 env,
                 [
                     (os.POSIX_SPAWN_DUP2, moved, SERVER_FD),
@@ -178,6 +188,8 @@ class ForkServer:
             os.close(write_end)
         try:
             kind, value = self._receive()
+            if kind == b"N":
+                raise JobDeclined(f"{self.compiler}: the server leaves this job to others")
             if kind == b"E":
                 raise BadInput(f"{argv[0]}: cannot run: {os.strerror(value)}")
             if kind != b"P":
@@ -193,7 +205,7 @@ class ForkServer:
             kind, status = self._receive()
             if kind != b"S":
                 raise DistLtoError(f"{argv[0]}: fork server ended while the job ran")
-        except (BadInput, ForkServerLost):
+        except (BadInput, ForkServerLost, JobDeclined):
             os.close(read_end)
             raise
         except BaseException:
@@ -234,7 +246,7 @@ class ForkServer:
         self.sock.close()
         if self.pid:
             try:  # noqa: SIM105 (contextlib is an import for one use)
-                reap(self.pid)
+                self.ended = reap(self.pid)
             except ChildProcessError:
                 pass
             self.pid = 0

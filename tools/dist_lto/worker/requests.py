@@ -3,8 +3,8 @@
 The arguments are the action's own (Buck2 sends the worker only those, and appends them
 to the fallback `dist-lto opt` command otherwise), so they are parsed by the same fast
 parser, checked by the same `commands/opt.execute` and reported with the same line
-(`cli.error_report`) and exit status. Only clang is started differently: forked from a
-waiting clang of this worker's (`CompilerPool`), as `dist-lto distribute` does. An
+(`cli.error_report`) and exit status. Only clang is run differently: in a compile server
+of this worker's, or forked from a waiting clang of its own (`CompilerPool`). An
 argument list the fast parser declines (never one our rules write) runs the command
 itself in a child process, so its messages stay argparse's.
 """
@@ -40,18 +40,26 @@ def _options(argv: list[str]) -> "opt.Options | None":
 
 
 class CompilerPool:
-    """Fork-served compilers, one per request running at once, kept between requests.
+    """Compilers, one per request running at once, kept between requests.
 
     A `WorkerCompiler` serves one thread at a time; the pool grows to the most requests
-    Buck2 has sent at once and hands idle ones out again. The preload library is built
-    (or found) once per compiler; where clang cannot be fork-served, compilers start
-    directly, as in `dist-lto distribute`.
+    Buck2 has sent at once and hands idle ones out again. Its backends run in a compile
+    server (`process/cc1server.py`) where the compiler's headers let the worker build
+    one, else forked (`process/forkserver.py`), else started directly, as in
+    `dist-lto distribute`; the server and the preload library are built (or found) once
+    per compiler.
     """
 
     def __init__(
-        self, tools_dir: str, note: "Callable[[str], None]", env: "Mapping[str, str] | None"
+        self,
+        tools_dir: str,
+        note: "Callable[[str], None]",
+        env: "Mapping[str, str] | None",
+        serve: bool = True,
     ) -> None:
         self.tools_dir = tools_dir
+        self.serve = serve
+        """Whether backends may run in a compile server (`cc1server.py`)."""
         self.note = note
         self.env = env
         """The compilers' environment (None: this process's)."""
@@ -60,6 +68,8 @@ class CompilerPool:
         self.warm_lock = threading.Lock()
         self.idle: dict[str, list[WorkerCompiler]] = {}
         self.preloads: dict[str, str | None] = {}
+        self.servers: dict[str, str | None] = {}
+        """Each compiler's compile server program (`cc1server.py`), or None."""
         self.all: list[WorkerCompiler] = []
         self.closed = False
 
@@ -76,22 +86,40 @@ class CompilerPool:
             self.note(f"warning: no fork server: {err.message}")
             return None
 
+    def _server(self, compiler: str) -> str | None:
+        from dist_lto.process.cc1server import server_program, toolchain
+
+        tools = toolchain(compiler)
+        if isinstance(tools, str):
+            self.note(f"no compile server for {compiler}: {tools}")
+            return None
+        try:
+            program = server_program(tools, self.tools_dir)
+        except DistLtoError as err:
+            self.note(f"warning: no compile server: {err.message}")
+            return None
+        self.note(f"backends of {compiler} run in compile servers ({program})")
+        return program
+
     def take(self, compiler: str) -> WorkerCompiler:
         with self.lock:
             idle = self.idle.setdefault(compiler, [])
             if idle:
                 return idle.pop()
-        with self.preload_lock:  # the library is built once, whoever asks first
+        with self.preload_lock:  # built once, whoever asks first
             if compiler not in self.preloads:
                 self.preloads[compiler] = self._preload(compiler)
+                self.servers[compiler] = self._server(compiler) if self.serve else None
             preload = self.preloads[compiler]
+            server = self.servers[compiler]
         with self.lock:
-            taken = WorkerCompiler(compiler, preload, self._trouble, self.env)
+            taken = WorkerCompiler(compiler, preload, self._trouble, self.env, server,
+                                   self._server_trouble)  # fmt: skip
             self.all.append(taken)
             return taken
 
     def warm(self, compiler: str) -> None:
-        """Start one fork-served `compiler` unless the pool has one already: what a
+        """Start one server of `compiler`'s backends unless the pool has one already: what a
         `--ready` request asks for (every link of a build sends one, at once)."""
         with self.warm_lock:
             with self.lock:
@@ -112,6 +140,9 @@ class CompilerPool:
 
     def _trouble(self, message: str) -> None:
         self.note(f"warning: {message}; starting a compiler per request")
+
+    def _server_trouble(self, message: str) -> None:
+        self.note(f"warning: {message}; forking compilers instead")
 
     def close(self) -> None:
         """End every fork server (each kills a job it still runs, then exits)."""
@@ -186,7 +217,7 @@ def run_request(
         opts = _options(argv)
         if opts is None:
             return _run_command(argv)
-        if opts.ready is not None:  # a fork server for the first backend to fork from
+        if opts.ready is not None:  # a server for the first backend
             pool.warm(opts.command[0])
             if store is not None:  # and what the reuse store asks of the compiler once
                 store.compiler(opts.command[0])

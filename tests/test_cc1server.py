@@ -1,0 +1,239 @@
+"""Backends run one after another in one compile server (`process/cc1server.py`,
+`process/cc1server.cpp`), as the opt worker runs them.
+
+Real clang 22 throughout: what must hold is that a job the server ran is the job clang
+would have run (same object), that whatever a user sees of a job that fails or says
+anything is clang's own (stderr and status of a forked clang), that a job it must not
+run is left to a forked clang, and that a stopped or vanished server costs nothing but
+its job.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+from dist_lto.distribute.compilers import WorkerCompiler
+from dist_lto.process import cc1server, forkserver
+from support.tools import Llvm
+
+SOURCES = {
+    "main.c": "int twice(int);\nint leaf(int);\n"
+    "int main(int argc, char **argv) { (void)argv; return twice(argc) + leaf(argc) - 5; }\n",
+    "twice.c": "int leaf(int);\nint twice(int x) { return 2 * leaf(x) + 1; }\n",
+    "leaf.c": "int leaf(int x) { int s = 0; for (int i = 0; i < x * 8; i++) s += i ^ x;"
+    " return s; }\n",
+    # A frame larger than its -Wframe-larger-than=64 allows: a warning from the backend.
+    "big.c": "__attribute__((noinline)) void use(volatile char *p) { p[0] = 1; }\n"
+    "__attribute__((used)) int big(int i) { volatile char b[512]; use(b); return b[i]; }\n",
+}
+FLAGS = {"big.c": ["-Wframe-larger-than=64"]}
+
+
+@pytest.fixture(scope="module")
+def tools_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(tmp_path_factory.mktemp("tools"))
+
+
+@pytest.fixture(scope="module")
+def program(llvm: Llvm, tools_dir: str) -> str:
+    tools = cc1server.toolchain(llvm.clang)
+    assert not isinstance(tools, str), tools
+    return cc1server.server_program(tools, tools_dir)
+
+
+@pytest.fixture(scope="module")
+def preload(llvm: Llvm, tools_dir: str) -> str:
+    return forkserver.library(llvm.clang, tools_dir)
+
+
+@pytest.fixture(scope="module")
+def modules(tmp_path_factory: pytest.TempPathFactory, llvm: Llvm) -> Path:
+    """Bitcode modules and the individual indexes of their ThinLTO link."""
+    root = tmp_path_factory.mktemp("modules")
+    for name, text in SOURCES.items():
+        (root / name).write_text(text)
+        subprocess.run([llvm.clang, "-O2", "-flto=thin", *FLAGS.get(name, []), "-c", name,
+                        "-o", f"{name[:-2]}.o"], cwd=root, check=True)  # fmt: skip
+    objects = [f"{name[:-2]}.o" for name in SOURCES]
+    subprocess.run([llvm.clang, "-fuse-ld=lld", "-flto=thin", *objects, "-o", "prog",
+                    "-Wl,--thinlto-index-only"], cwd=root, check=True)  # fmt: skip
+    return root
+
+
+def backend(llvm: Llvm, root: Path, name: str, out: str, *extra: str) -> list[str]:
+    """The backend of module `name`, named as the index names it: relative to `root`."""
+    assert Path.cwd() == root
+    return [llvm.clang, "-O2", *extra, "-x", "ir", f"{name}.o",
+            f"-fthinlto-index={name}.o.thinlto.bc", "-c", "-o", out]  # fmt: skip
+
+
+def command(argv: list[str]) -> tuple[int, bytes]:
+    done = subprocess.run(argv, capture_output=True)
+    return done.returncode, done.stderr
+
+
+class Started:
+    """The pids a runner reports, as the worker's `Running` records them."""
+
+    def __init__(self) -> None:
+        self.pids: list[int] = []
+
+    def __call__(self, pid: int) -> None:
+        self.pids.append(pid)
+
+
+@pytest.fixture(autouse=True)
+def in_the_link_directory(modules: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Indexes name the modules they import from relative to the link's directory."""
+    monkeypatch.chdir(modules)
+
+
+def compiler(llvm: Llvm, program: str, preload: str) -> WorkerCompiler:
+    troubles: list[str] = []
+    made = WorkerCompiler(llvm.clang, preload, troubles.append, None, program, troubles.append)
+    made.start()
+    assert made.cc1_server is not None and not troubles, troubles
+    return made
+
+
+def test_served_backends_write_the_objects_clang_writes_in_the_servers_own_process(
+    llvm: Llvm, modules: Path, program: str, preload: str
+) -> None:
+    served = compiler(llvm, program, preload)
+    try:
+        assert served.cc1_server is not None
+        server = served.cc1_server.pid
+        for name in ("main", "twice", "leaf", "main"):
+            started = Started()
+            assert served.run(backend(llvm, modules, name, f"{name}.served.o"), started) == (0, b"")
+            assert started.pids == [server]  # no compiler started or forked
+            assert command(backend(llvm, modules, name, f"{name}.command.o")) == (0, b"")
+            made = (modules / f"{name}.served.o").read_bytes()
+            assert made == (modules / f"{name}.command.o").read_bytes() and made
+        assert served.cc1_server.pid == server
+    finally:
+        served.close()
+
+
+@pytest.mark.parametrize(
+    ("extra", "why"),
+    [
+        (("-mllvm", "-unroll-threshold=10"), "an option that sets every job's state"),
+        (("-Wl,--as-needed",), "the driver warns: linker input unused"),
+        (("-no-canonical-prefixes",), "the program's path as given"),
+    ],
+)
+def test_jobs_the_server_must_not_run_are_forked_and_say_what_clang_says(
+    llvm: Llvm, modules: Path, program: str, preload: str, extra: tuple[str, ...], why: str
+) -> None:
+    served = compiler(llvm, program, preload)
+    try:
+        assert served.cc1_server is not None
+        server = served.cc1_server.pid
+        started = Started()
+        status, stderr = served.run(backend(llvm, modules, "twice", "declined.o", *extra), started)
+        assert (status, stderr) == command(backend(llvm, modules, "twice", "command.o", *extra))
+        assert status == 0, why
+        assert len(started.pids) == 1 and started.pids != [server], why
+        assert (modules / "declined.o").read_bytes() == (modules / "command.o").read_bytes()
+        # The server is still there for the next job.
+        assert served.cc1_server is not None and served.cc1_server.pid == server
+    finally:
+        served.close()
+
+
+@pytest.mark.parametrize(
+    ("extra", "status"),
+    [((), 0), (("-march=no-such-cpu",), 1)],
+    ids=["backend-warning", "failure"],
+)
+def test_a_job_that_says_anything_is_run_again_forked_for_clangs_own_words(
+    llvm: Llvm, modules: Path, program: str, preload: str, extra: tuple[str, ...], status: int
+) -> None:
+    served = compiler(llvm, program, preload)
+    try:
+        assert served.cc1_server is not None
+        server = served.cc1_server.pid
+        started = Started()
+        got = served.run(backend(llvm, modules, "big", "said.o", *extra), started)
+        expected = command(backend(llvm, modules, "big", "command.o", *extra))
+        assert got == expected and expected[0] == status and expected[1]
+        # Once in the server, then in a forked clang, whose run is the one reported.
+        assert started.pids[0] == server and len(started.pids) == 2
+        if status == 0:
+            assert (modules / "said.o").read_bytes() == (modules / "command.o").read_bytes()
+        # A server that ran a failing or talkative job is not used again.
+        assert served.cc1_server is None
+        assert served.run(backend(llvm, modules, "leaf", "after.o"), None) == (0, b"")
+        assert served.cc1_server is not None and served.cc1_server.pid != server
+    finally:
+        served.close()
+
+
+def test_a_server_killed_during_its_job_reports_the_job_killed_and_the_next_job_runs(
+    llvm: Llvm, modules: Path, program: str, preload: str
+) -> None:
+    served = compiler(llvm, program, preload)
+    try:
+
+        def stop(pid: int) -> None:
+            os.kill(pid, signal.SIGKILL)  # what the worker does to a cancelled request
+
+        assert served.run(backend(llvm, modules, "leaf", "stopped.o"), stop) == (
+            -signal.SIGKILL,
+            b"",
+        )
+        assert served.run(backend(llvm, modules, "leaf", "next.o"), None) == (0, b"")
+        assert command(backend(llvm, modules, "leaf", "command.o")) == (0, b"")
+        assert (modules / "next.o").read_bytes() == (modules / "command.o").read_bytes()
+    finally:
+        served.close()
+
+
+def test_a_server_gone_between_jobs_is_started_again(
+    llvm: Llvm, modules: Path, program: str, preload: str
+) -> None:
+    served = compiler(llvm, program, preload)
+    try:
+        assert served.cc1_server is not None
+        gone = served.cc1_server.pid
+        os.kill(gone, signal.SIGKILL)  # as when it leaves with 1 GiB resident
+        started = Started()
+        assert served.run(backend(llvm, modules, "main", "again.o"), started) == (0, b"")
+        assert served.cc1_server is not None and started.pids == [served.cc1_server.pid]
+        assert gone not in started.pids
+    finally:
+        served.close()
+
+
+def test_closing_ends_the_server(llvm: Llvm, program: str, preload: str) -> None:
+    served = compiler(llvm, program, preload)
+    assert served.cc1_server is not None
+    pid = served.cc1_server.pid
+    served.close()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_a_compiler_without_its_headers_or_libraries_gets_no_server(
+    tmp_path: Path, llvm: Llvm
+) -> None:
+    real = Path(llvm.clang).resolve().read_bytes()
+    fake = tmp_path / "llvm" / "bin" / "clang"
+    fake.parent.mkdir(parents=True)
+    fake.write_bytes(real)
+    fake.chmod(0o755)
+    (tmp_path / "llvm" / "lib").mkdir()
+    assert "libclang-cpp.so." in str(cc1server.toolchain(str(fake)))  # not beside it
+    for library in Path(llvm.clang).resolve().parent.parent.glob("lib/lib*.so.*"):
+        if library.name.startswith(("libclang-cpp.so.", "libLLVM.so.")):
+            (tmp_path / "llvm" / "lib" / library.name).touch()
+    assert str(cc1server.toolchain(str(fake))).startswith("no clang headers in ")
+    script = tmp_path / "clang-wrapper"
+    script.write_text('#!/bin/sh\nexec clang "$@"\n')
+    script.chmod(0o755)
+    assert str(cc1server.toolchain(str(script))).endswith("is not an ELF program")
