@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Real Buck2 building Lua and zstd four distributed ways, each against in-process ThinLTO.
+"""Real Buck2 building Lua and zstd five distributed ways, each against in-process ThinLTO.
 
 Scratch Buck2 projects (ours, ours without the opt worker, upstream) get a package
 per workload, holding a copy of its Debian source tree and a BUCK file: a
@@ -11,6 +11,9 @@ with `-fno-lto`) and binaries of the main units linking it.
                          the opt worker), final link
     ours-noworker        the same in a second copy whose opt actions run as commands
                          (`[dist_lto] opt_worker = false`): what the worker gives
+    ours-forked          the same in a third copy whose worker forks each backend's
+                         clang (`[dist_lto] opt_compile_server = false`): what its
+                         compile servers give
     inprocess            the same project, `cxx_binary(lto = True)`: one link action,
                          LLD running the backends on its threads
     upstream             a copy of examples/upstream (Buck2's bundled prelude, our tools
@@ -45,7 +48,7 @@ edit reran, of those the full build ran: the last round's), and
 `buck2-full/VARIANT/WORKLOAD: R of in-process` (median full-build wall time over that of
 the in-process build of the same project); then `buck2-dist/inprocess: <ratio>` and
 `buck2-incremental-dist/inprocess: <ratio>`, ours over in-process, full and incremental
-builds, summed over the workloads (and the same two for ours-noworker).
+builds, summed over the workloads (and the same two for ours-noworker and ours-forked).
 
 Usage: .venv/bin/python bench/buck2.py [--workloads lua,zstd] [--rounds 3]
                                        [--variants ours,inprocess,...]
@@ -76,6 +79,7 @@ from support.real_buck2 import Buck2, scratch_project, upstream_scratch_project
 VARIANTS = {
     "ours": ("ours", ""),
     "ours-noworker": ("ours-noworker", ""),
+    "ours-forked": ("ours-forked", ""),
     "inprocess": ("ours", "-inprocess"),
     "upstream": ("upstream", ""),
     "fine": ("upstream", "-fine"),
@@ -86,6 +90,7 @@ VARIANTS = {
 BASELINE = {
     "ours": "inprocess",
     "ours-noworker": "inprocess",
+    "ours-forked": "inprocess",
     "upstream": "upstream-inprocess",
     "fine": "upstream-inprocess",
 }
@@ -386,7 +391,8 @@ def report(loads: list[Workload], rounds: int, variants: list[str]) -> None:
                 b.wall for b in f.full[baseline]
             )
             print(f"buck2-full/{variant}/{load.name}: {ratio:.3f} of in-process")
-    for ours, label in (("ours", "dist"), ("ours-noworker", "dist-noworker")):
+    for ours, label in (("ours", "dist"), ("ours-noworker", "dist-noworker"),
+                        ("ours-forked", "dist-forked")):  # fmt: skip
         if ours not in variants or "inprocess" not in variants:
             continue
         for kind, prefix in (("full", "buck2"), ("incremental", "buck2-incremental")):
@@ -418,6 +424,11 @@ def main() -> int:
             projects["ours-noworker"] = scratch_project(
                 Path(tmp) / "ours-noworker",
                 {".buckconfig.local": "[dist_lto]\nopt_worker = false\n"},
+            )
+        if "ours-forked" in kinds:
+            projects["ours-forked"] = scratch_project(
+                Path(tmp) / "ours-forked",
+                {".buckconfig.local": "[dist_lto]\nopt_compile_server = false\n"},
             )
         if "upstream" in kinds:
             projects["upstream"] = upstream_scratch_project(Path(tmp) / "upstream")

@@ -194,6 +194,23 @@ def test_worker_runs_its_backends_in_a_compile_server(
     assert len(waiting_compilers(worker.proc.pid, indexed.clang)) == 1  # started once
 
 
+def test_without_compile_servers_the_worker_forks_its_backends_with_the_same_objects(
+    indexed: Indexed, worker: WorkerClient, tmp_path: Path
+) -> None:
+    served = worker.execute(args("add.o", str(tmp_path / "served.o"), clang=indexed.clang))
+    client = WorkerClient(str(tmp_path / "forking.sock"), str(indexed.root), "--no-compile-server")
+    try:
+        forked = client.execute(args("add.o", str(tmp_path / "forked.o"), clang=indexed.clang))
+        assert (forked.exit_code, forked.stderr) == (served.exit_code, served.stderr) == (0, "")
+        assert not waiting_compilers(client.proc.pid, indexed.clang)
+        children = subprocess.run(["ps", "-ww", "-o", "args=", "--ppid", str(client.proc.pid)],
+                                  capture_output=True, text=True).stdout  # fmt: skip
+        assert indexed.clang in children.splitlines()  # the fork server: a clang waiting
+    finally:
+        client.close()
+    assert (tmp_path / "forked.o").read_bytes() == (tmp_path / "served.o").read_bytes()
+
+
 def test_a_ready_request_starts_a_compile_server_before_any_backend(
     indexed: Indexed, tmp_path: Path
 ) -> None:

@@ -40,6 +40,10 @@ def compile_dist_lto_package(ctx: AnalysisContext, python: str, srcs: list[Artif
         cmd_args(python, "-S", "-E", "-c", _COMPILE_PACKAGE, sources, pkg.as_output()),
         category = "python_compile",
         identifier = "dist_lto",
+        # Every dist-lto action needs it, and Buck2 hands out local slots in an order of
+        # its own: queued behind a build's compiles it would hold up the first link
+        # action by its own half second. No slot, so it runs as the build starts.
+        weight_percentage = 0,
     )
     return pkg
 

@@ -21,16 +21,19 @@ DistLtoRunnerInfo = provider(
     },
 )
 
-def dist_lto_runner(python: str, opt_python: str, pkg: Artifact, opt_worker: bool, opt_reuse_dir: str = "") -> DistLtoRunnerInfo:
+def dist_lto_runner(python: str, opt_python: str, pkg: Artifact, opt_worker: bool, opt_reuse_dir: str = "", opt_compile_server: bool = True) -> DistLtoRunnerInfo:
     """The runner of a toolchain. Its WorkerInfo is made here, once: every opt action
     naming it shares one worker process, sent as many requests as Buck2 has local slots.
     With `opt_reuse_dir` (relative to the project root, where Buck2 starts workers) the
     worker reuses a backend's last object when an edit did not change what it imports
-    (`dist-lto opt-worker --reuse-dir`); "" runs every backend."""
+    (`dist-lto opt-worker --reuse-dir`); "" runs every backend. Without
+    `opt_compile_server` it forks every backend's clang instead of running backends in
+    compile servers (`--no-compile-server`)."""
     worker = None
     if opt_worker:
         reuse = ["--reuse-dir", opt_reuse_dir] if opt_reuse_dir else []
-        worker = WorkerInfo(exe = cmd_args(dist_lto_command(python, pkg, "opt-worker"), reuse))
+        served = [] if opt_compile_server else ["--no-compile-server"]
+        worker = WorkerInfo(exe = cmd_args(dist_lto_command(python, pkg, "opt-worker"), reuse, served))
     return DistLtoRunnerInfo(python = python, opt_python = opt_python, pkg = pkg, opt_worker = worker)
 
 DistLtoTools = record(

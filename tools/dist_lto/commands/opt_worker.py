@@ -25,12 +25,13 @@ if TYPE_CHECKING:
     from dist_lto.worker.reuse import Store
 
 PROG = "dist-lto opt-worker"
-USAGE = "dist-lto opt-worker [-h] [--socket PATH] [--reuse-dir DIR]"
+USAGE = "dist-lto opt-worker [-h] [--socket PATH] [--reuse-dir DIR] [--no-compile-server]"
 DESCRIPTION = """\
 Serve Buck2's persistent-worker protocol (gRPC on a unix socket) for opt actions: each
 request holds the arguments of `dist-lto opt` and runs exactly as that command would,
-with the same checks, the same error lines and exit status, except that clang is forked
-from a clang that has started once instead of started per module."""
+with the same checks, the same error lines and exit status, except that clang is not
+started per module: backends run one after another in compile servers built against
+the compiler's own libraries, or in clangs forked from one that started once."""
 EPILOG = """\
 Buck2 starts it; it listens on $WORKER_SOCKET unless --socket is given. With
 --reuse-dir, a backend whose last run had the same module and index, apart from the
@@ -45,16 +46,18 @@ _STOP_SIGNALS = (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP)
 
 
 class Options:
-    __slots__ = ("reuse_dir", "socket")
+    __slots__ = ("no_compile_server", "reuse_dir", "socket")
 
     def __init__(self) -> None:
         self.socket: str | None = None
         self.reuse_dir: str | None = None
+        self.no_compile_server = False
 
 
 def _parse_fast(argv: list[str]) -> Options | None:
     opts = Options()
-    positional = scan(argv, opts, {"--socket": "socket", "--reuse-dir": "reuse_dir"}, {})
+    positional = scan(argv, opts, {"--socket": "socket", "--reuse-dir": "reuse_dir"},
+                      {"--no-compile-server": "no_compile_server"})  # fmt: skip
     return opts if positional == [] else None
 
 
@@ -68,6 +71,11 @@ def build_parser() -> "argparse.ArgumentParser":
         metavar="DIR",
         help="reuse a backend's last object when an edit did not change what it imports"
         " (kept in DIR; default: run every backend)",
+    )
+    parser.add_argument(
+        "--no-compile-server",
+        action="store_true",
+        help="fork every backend's clang instead of running backends in compile servers",
     )
     return parser
 
@@ -99,7 +107,7 @@ def main(argv: list[str]) -> int:
 
     tmp = private_tmpdir("dist-lto-worker")
     env = None if tmp is None else {**os.environ, "TMPDIR": tmp}
-    pool = CompilerPool(default_cache_dir(), log, env)
+    pool = CompilerPool(default_cache_dir(), log, env, serve=not opts.no_compile_server)
     store = None
     if opts.reuse_dir:
         import time
