@@ -42,7 +42,8 @@ def test_forked_jobs_write_the_objects_a_started_clang_writes(
     tmp_path: Path, small_dtlto: DtltoLink, dist_lto: str
 ) -> None:
     forked_root, job_file = captured(tmp_path / "forked", small_dtlto)
-    forked = distribute(dist_lto, forked_root, job_file, "--no-cache", "--verbose")
+    forked = distribute(dist_lto, forked_root, job_file, "--no-cache", "--no-compile-server",
+                        "--verbose")  # fmt: skip
     assert forked.returncode == 0, forked.stderr
     job_lines = [line for line in forked.stderr.splitlines() if "] compiled " in line]
     assert len(job_lines) == 4 and all(line.endswith(" s, forked)") for line in job_lines)
@@ -54,6 +55,25 @@ def test_forked_jobs_write_the_objects_a_started_clang_writes(
     assert "forked" not in started.stderr
     assert objects(forked_root) == objects(started_root)
     assert len(objects(forked_root)) == 4
+
+
+def test_served_jobs_write_the_objects_a_started_clang_writes(
+    tmp_path: Path, small_dtlto: DtltoLink, dist_lto: str
+) -> None:
+    served_root, job_file = captured(tmp_path / "served", small_dtlto)
+    served = distribute(dist_lto, served_root, job_file, "--no-cache", "--verbose")
+    assert served.returncode == 0, served.stderr
+    job_lines = [line for line in served.stderr.splitlines() if "] compiled " in line]
+    assert len(job_lines) == 4 and all(line.endswith(" s, served)") for line in job_lines)
+    assert ", compile server " in served.stderr
+
+    started_root, job_file = captured(tmp_path / "started", small_dtlto)
+    started = distribute(dist_lto, started_root, job_file, "--no-cache", "--no-fork-server",
+                         "--verbose")  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    assert "served" not in started.stderr and "compile server" not in started.stderr
+    assert objects(served_root) == objects(started_root)
+    assert len(objects(served_root)) == 4
 
 
 def captured_with(tmp_path: Path, link: DtltoLink, *extra: str) -> tuple[Path, Path]:

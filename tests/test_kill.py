@@ -241,11 +241,12 @@ def test_killed_at_random_points_leaves_no_partial_output_and_reruns(
 
 
 def compiling_under(sid: int, parent_name: str) -> int | None:
-    """The pid of a `parent_name` process in the session once a clang runs below it."""
+    """The pid of a `parent_name` process in the session once a clang (or a compile
+    server: process/cc1server.py) runs below it."""
     procs = session(sid)
     for pid, (_, name) in procs.items():
         if name.startswith(parent_name) and any(
-            pp == pid and n.startswith("clang") for pp, n in procs.values()
+            pp == pid and n.startswith(("clang", "cc1server-")) for pp, n in procs.values()
         ):
             return pid
     return None

@@ -69,7 +69,7 @@ def test_a_trace_has_one_slice_per_job_with_its_steps_inside(
     jobs = read_job_file(str(job_file)).jobs
     job_slices = [e for e in slices if e["cat"] == "job"]
     assert sorted(e["name"] for e in job_slices) == sorted(job.module for job in jobs)
-    assert {e["args"]["outcome"] for e in job_slices} <= {"compiled", "forked"}
+    assert {e["args"]["outcome"] for e in job_slices} <= {"compiled", "forked", "served"}
     assert {e["tid"] for e in job_slices} <= {1, 2}
     steps = [e for e in slices if e["cat"] != "job"]
     assert {e["name"] for e in steps} == {"cache lookup", "compile", "cache store"}

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 USAGE = (
     "dist-lto distribute [-h] [--jobs N] [--cache-dir DIR | --no-cache]\n"
     "                           [--cache-max-size SIZE] [--no-fork-server]\n"
+    "                           [--no-compile-server]\n"
     "                           [--verbose | --quiet] [--trace FILE]\n"
     "                           [--remote URL | --remote-cache URL] [--instance NAME]\n"
     "                           [--remote-ca PEM] [--remote-client-cert PEM\n"
@@ -46,9 +47,12 @@ complete ELF object. On the first failure no new job starts, running ones are st
 and the failing job's command and stderr are printed. Objects are written under
 temporary names and renamed, so no output is ever left half-written. Results are kept
 in a cache shared by every link (safe when links run at once); a job whose compiler,
-arguments and input contents were seen before runs no compiler. Each worker forks its
-jobs' compilers from a clang that has started once (a fork server), which saves clang's
-start-up per job; --no-fork-server starts a compiler per job instead.
+arguments and input contents were seen before runs no compiler. Each worker runs its
+jobs one after another in a compile server built against the compiler's own libraries
+(where their headers are installed), and forks the compilers of jobs the server leaves,
+fails or warns on from a clang that has started once (a fork server): no compiler
+start-up per job. --no-compile-server forks every job; --no-fork-server starts a
+compiler per job.
 
 With --remote, each job runs as an action on a Remote Execution API engine (BuildBarn,
 say) instead of here: the engine's action cache is asked first, so results any machine
@@ -88,6 +92,7 @@ _VALUE_OPTIONS = {
 _FLAG_OPTIONS = {
     "--no-cache": "no_cache",
     "--no-fork-server": "no_fork_server",
+    "--no-compile-server": "no_compile_server",
     "--verbose": "verbose",
     "-v": "verbose",
     "--quiet": "quiet",

@@ -26,7 +26,8 @@ from dist_lto.process import children
 PROG = "dist-lto link"
 USAGE = (
     "dist-lto link [-h] [--jobs N] [--cache-dir DIR | --no-cache] [--cache-max-size SIZE]\n"
-    "                     [--no-fork-server] [--verbose | --quiet] [--trace FILE]\n"
+    "                     [--no-fork-server] [--no-compile-server]\n"
+    "                     [--verbose | --quiet] [--trace FILE]\n"
     "                     [--compiler CLANG] [--no-lld-defaults]\n"
     "                     (META -- COMMAND... |\n"
     "                      --out-dir DIR [--no-declaration-imports] -- LINK COMMAND...)"
@@ -125,8 +126,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def _settings(opts: argparse.Namespace) -> distribute_settings.Settings:
     """The distributor's settings, from the options both commands share."""
     shared = distribute_settings.Options()
-    for name in ("jobs", "cache_dir", "cache_max_size", "no_cache", "no_fork_server", "verbose",
-                 "quiet", "trace"):  # fmt: skip
+    for name in ("jobs", "cache_dir", "cache_max_size", "no_cache", "no_fork_server",
+                 "no_compile_server", "verbose", "quiet", "trace"):  # fmt: skip
         setattr(shared, name, getattr(opts, name))
     return distribute_settings.Settings(shared, remote=False)
 

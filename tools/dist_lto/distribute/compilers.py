@@ -5,6 +5,7 @@ is one (`process/cc1server.py`), forked from a fork server of its own while that
 from __future__ import annotations
 
 import os
+import signal
 
 from dist_lto import TYPE_CHECKING
 from dist_lto.errors import DistLtoError
@@ -15,6 +16,11 @@ if TYPE_CHECKING:
 
     from dist_lto.process.cc1server import Cc1Server
     from dist_lto.process.forkserver import ForkServer
+
+
+_STOPS = (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+"""How the worker or the distributor stops a job (the compile server running it dies
+with it); any other death of the server is the job's own doing."""
 
 
 class WorkerCompiler:
@@ -45,6 +51,8 @@ class WorkerCompiler:
         self.cc1_server: Cc1Server | None = None
         self.forked = False
         """Whether the last `run` went through a server (compile or fork server)."""
+        self.served = False
+        """Whether the last `run` ran in the compile server."""
 
     def start(self) -> None:
         """Start the compile server now, else the fork server, if there is to be one
@@ -58,6 +66,7 @@ class WorkerCompiler:
     def run(self, argv: list[str], on_start: Callable[[int], None] | None) -> tuple[int, bytes]:
         from dist_lto.process.forkserver import ForkServerLost
 
+        self.served = False
         if self.cc1 is not None:
             served = self._run_served(argv, on_start)
             if served is not None:
@@ -98,8 +107,6 @@ class WorkerCompiler:
     ) -> tuple[int, bytes] | None:
         """The job's outcome from the compile server when it ran there cleanly, or as
         stopped when the server was killed under it; None: run it as a compiler."""
-        import signal
-
         from dist_lto.process.forkserver import ForkServerLost, JobDeclined
 
         for attempt in (1, 2):  # a server gone since its last job is started again once
@@ -119,10 +126,11 @@ class WorkerCompiler:
                 continue
             except DistLtoError:  # it ended during the job: stopped, or the job ended it
                 ended = self._close_served()
-                if os.WIFSIGNALED(ended) and os.WTERMSIG(ended) == signal.SIGKILL:
-                    return -signal.SIGKILL, b""
+                if os.WIFSIGNALED(ended) and os.WTERMSIG(ended) in _STOPS:
+                    return -os.WTERMSIG(ended), b""
                 return None
             if status == 0 and not stderr:
+                self.served = True
                 return status, stderr
             self._close_served()  # a failure may leave state behind: start afresh
             return None

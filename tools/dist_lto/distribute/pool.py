@@ -55,6 +55,7 @@ class Pool:
         tiers: Tiers,
         preload: str | None = None,
         *,
+        cc1: str | None = None,
         slots: JobSlots | None = None,
         trace: Trace | None = None,
         env: Mapping[str, str] | None = None,
@@ -66,6 +67,8 @@ class Pool:
         """Guards the counters, the reporter and the tiers' own state."""
         self.preload = preload
         """The fork server's library, when jobs are forked (`WorkerCompiler`)."""
+        self.cc1 = cc1
+        """The compile server's program, when jobs run in compile servers."""
         self.slots = slots
         """The build's job slots (GNU make's jobserver): each job runs in one."""
         self.trace = trace
@@ -88,6 +91,7 @@ class Pool:
         """When (`time.monotonic`) the distribution began to stop."""
         self.failure: DistLtoError | None = None
         self.fork_server_warned = False
+        self.compile_server_warned = False
         self.children: dict[int, tuple[int, int]] = {}
         """Job number -> (pidfd, or -1 where pidfds do not exist; pid) of its running
         compiler."""
@@ -171,9 +175,8 @@ class Pool:
         return bool(self.stopping) or self.next == len(self.order)
 
     def _work(self, worker: int) -> None:
-        compiler = WorkerCompiler(
-            self.files.args[0], self.preload, self._fork_server_trouble, self.env
-        )
+        compiler = WorkerCompiler(self.files.args[0], self.preload, self._fork_server_trouble,
+                                  self.env, self.cc1, self._compile_server_trouble)  # fmt: skip
         if self.trace is not None:
             self.trace.name_thread(worker + 1, f"worker {worker + 1}")
         try:
@@ -256,6 +259,9 @@ class Pool:
             except OSError:
                 pid = 0  # out of descriptors: it cannot be stopped early, only waited for
         with self.lock:
+            earlier, _ = self.children.get(job.number, (-1, 0))
+            if earlier >= 0:  # its compile server's, before the clang that runs it again
+                os.close(earlier)
             self.children[job.number] = (handle, pid)
             if self.stopping:
                 _signal_child(handle, pid, self.stopping)
@@ -266,6 +272,12 @@ class Pool:
             handle, _ = self.children.pop(job.number, (-1, 0))
         if handle >= 0:
             os.close(handle)
+
+    def _compile_server_trouble(self, message: str) -> None:
+        with self.lock:
+            if not self.compile_server_warned and not self.stopping:
+                self.compile_server_warned = True
+                self.reporter.note(f"warning: {message}; forking compilers instead")
 
     def _fork_server_trouble(self, message: str) -> None:
         """Forking saves time, and its loss costs only that: warn once, unless stopping

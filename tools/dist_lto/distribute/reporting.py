@@ -25,6 +25,8 @@ class Status(enum.StrEnum):
     COMPILED = "compiled"
     FORKED = "forked"
     """Compiled by a compiler forked from the worker's fork server."""
+    SERVED = "served"
+    """Compiled in the worker's compile server (process/cc1server.py)."""
     CACHED = "cached"
     """Restored from the local result cache."""
     REMOTE_EXECUTED = "executed remotely"
@@ -48,7 +50,7 @@ class Outcome:
             return f"from the remote action cache (ran on {worker})"
         if self.status is Status.REMOTE_EXECUTED:
             return f"executed remotely on {worker}"
-        if self.status is Status.FORKED:
+        if self.status in (Status.FORKED, Status.SERVED):
             return Status.COMPILED.value
         return self.status.value
 
@@ -122,7 +124,8 @@ class Reporter:
 
     def finished(self, job: Job, outcome: Outcome, seconds: float, done: int) -> None:
         if self.verbose:
-            forked = ", forked" if outcome.status is Status.FORKED else ""
+            how = outcome.status in (Status.FORKED, Status.SERVED)
+            forked = f", {outcome.status.value}" if how else ""
             self.note(
                 f"[{done}/{self.total}] {outcome.message()} {job.module} -> {job.output}"
                 f" ({seconds:.2f} s{forked})"

@@ -182,6 +182,26 @@ def _fork_server_library(
         return None
 
 
+def _compile_server(files: JobFile, settings: Settings, reporter: Reporter) -> str | None:
+    """The compile server's program (process/cc1server.py), or None (said with
+    --verbose) where jobs are to be forked or started. Built once per user (it takes
+    seconds), whatever --cache-dir says, as compiler identities are kept."""
+    if not settings.compile_server or not settings.tools_dir:
+        return None
+    from dist_lto.process.cc1server import server_program, toolchain
+
+    tools = toolchain(files.args[0])
+    if isinstance(tools, str):
+        if settings.verbose:
+            reporter.note(f"no compile server: {tools}")
+        return None
+    try:
+        return server_program(tools, settings.tools_dir)
+    except DistLtoError as err:
+        reporter.note(f"warning: no compile server: {err.message}")
+        return None
+
+
 def _job_slots(settings: Settings, reporter: Reporter) -> JobSlots | None:
     """The build's job slots when GNU make advertises a jobserver (local jobs only)."""
     if (settings.remote and not settings.remote.cache_only) or "MAKEFLAGS" not in os.environ:
@@ -229,13 +249,15 @@ def run_jobs(
         and settings.cache_dir == settings.fork_server_dir
     )
     preload = _fork_server_library(files, settings, reporter, cache_warned)
+    cc1 = _compile_server(files, settings, reporter) if preload else None
     slots = _job_slots(settings, reporter)
     private_tmp = private_tmpdir("dist-lto")
     env = os.environ if private_tmp is None else {**os.environ, "TMPDIR": private_tmp}
     tiers = Tiers(files, reporter, threading.Condition(), cache, keys, remote, remote_cache)
     distribution = Pool(
-        files, settings.jobs, reporter, tiers, preload, slots=slots, trace=trace, env=env
-    )
+        files, settings.jobs, reporter, tiers, preload, cc1=cc1, slots=slots, trace=trace,
+        env=env,
+    )  # fmt: skip
     if settings.verbose:
         address = settings.remote.address if settings.remote is not None else ""
         reporter.note(
@@ -244,6 +266,7 @@ def run_jobs(
             + (f", remote {address}" if remote else "")
             + (f", remote cache {address}" if remote_cache else "")
             + (f", fork server {preload}" if preload else "")
+            + (f", compile server {cc1}" if cc1 else "")
             + (f", jobserver {slots.server.description}" if slots else "")
         )
     failure: DistLtoError | None = None

@@ -25,9 +25,9 @@ class Options:
 
     __slots__ = (
         "cache_dir", "cache_max_size", "credential_helper", "instance", "job_file", "jobs",
-        "no_cache", "no_fork_server", "platform", "quiet", "remote", "remote_action_timeout",
-        "remote_ca", "remote_cache", "remote_client_cert", "remote_client_key",
-        "remote_header", "remote_timeout", "trace", "verbose",
+        "no_cache", "no_compile_server", "no_fork_server", "platform", "quiet", "remote",
+        "remote_action_timeout", "remote_ca", "remote_cache", "remote_client_cert",
+        "remote_client_key", "remote_header", "remote_timeout", "trace", "verbose",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -48,14 +48,15 @@ class Options:
         self.cache_max_size: str | None = None
         self.no_cache = False
         self.no_fork_server = False
+        self.no_compile_server = False
         self.verbose = False
         self.quiet = False
         self.trace: str | None = None
 
 
 def add_local_options(parser: argparse.ArgumentParser) -> None:
-    """--jobs, the result cache's options and --no-fork-server (shared with `dist-lto
-    link`)."""
+    """--jobs, the result cache's options, --no-fork-server and --no-compile-server
+    (shared with `dist-lto link`)."""
     parser.add_argument(
         "-j",
         "--jobs",
@@ -82,6 +83,12 @@ def add_local_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="start a compiler for every job instead of forking it from one clang per"
         " worker that has started already (docs/distribute.md)",
+    )
+    parser.add_argument(
+        "--no-compile-server",
+        action="store_true",
+        help="fork every job's compiler instead of running jobs one after another in a"
+        " compile server per worker (docs/distribute.md)",
     )
 
 
@@ -112,8 +119,9 @@ def add_report_options(parser: argparse.ArgumentParser) -> None:
 class Settings:
     """Checked options."""
 
-    __slots__ = ("cache_dir", "cache_max_size", "fork_server", "fork_server_dir", "jobs",
-                 "quiet", "remote", "tools_dir", "trace", "verbose")  # fmt: skip
+    __slots__ = ("cache_dir", "cache_max_size", "compile_server", "fork_server",
+                 "fork_server_dir", "jobs", "quiet", "remote", "tools_dir", "trace",
+                 "verbose")  # fmt: skip
 
     def __init__(self, opts: Options, *, remote: bool = True) -> None:
         """`remote`: whether remote settings apply (`dist-lto link` has none)."""
@@ -142,6 +150,9 @@ class Settings:
         name carries the machine and C library, so a shared directory is safe ("": none,
         without HOME and --cache-dir; compilers then start directly)."""
         self.fork_server = not opts.no_fork_server and not executes
+        self.compile_server = self.fork_server and not opts.no_compile_server
+        """Whether jobs may run in compile servers (process/cc1server.py), built in
+        `tools_dir`."""
         self.cache_max_size = cache_max_size(opts.cache_max_size, origin)
         self.verbose = opts.verbose
         self.quiet = opts.quiet

@@ -194,6 +194,8 @@ class Tiers:
         if warnings:
             with self.lock:
                 self.reporter.warnings(warnings)
+        if compiler.served:
+            return Status.SERVED, warnings or b""
         return (Status.FORKED if compiler.forked else Status.COMPILED), warnings or b""
 
     def _read_index(self, job: Job) -> WrittenIndex | None:
