@@ -10,6 +10,7 @@ interleaved round by round (the order rotates), as
     threads        DTLTO, a plain <jobs>-thread distributor in job-file order
     ours-j1        DTLTO, dist-lto distribute --jobs=1 --no-cache
     ours-cold      DTLTO, dist-lto distribute --jobs=<jobs>, a new empty cache every round
+    ours-forked    the same with --no-compile-server: every job in a forked clang
     ours-nofork    the same with --no-fork-server: a compiler started per job
     ours-warm      DTLTO, dist-lto distribute --jobs=<jobs>, the cache of a cold link
 
@@ -77,7 +78,8 @@ sys.exit(done.returncode)
 """
 """A distributor that runs ours and appends its CPU seconds and job count to a file."""
 
-VARIANTS = ["inprocess", "serial", "threads", "ours-j1", "ours-cold", "ours-nofork", "ours-warm"]
+VARIANTS = ["inprocess", "serial", "threads", "ours-j1", "ours-cold", "ours-forked", "ours-nofork",
+            "ours-warm"]  # fmt: skip
 
 
 def script(path: Path, body: str) -> str:
@@ -124,6 +126,8 @@ class Workload:
                      f"-Xthinlto-distributor=--cache-dir={cache}"]  # fmt: skip
             if variant == "ours-nofork":
                 flags.append("-Xthinlto-distributor=--no-fork-server")
+            elif variant == "ours-forked":
+                flags.append("-Xthinlto-distributor=--no-compile-server")
         return [*self.base, "-o", variant, *flags]
 
     def new_cache(self) -> Path:
@@ -242,6 +246,7 @@ def main() -> int:
           + ", ".join(f"{name} {ms:.0f}" for name, ms in starts.items()))  # fmt: skip
     print(f"distribute-j1/serial: {total['ours-j1'] / total['serial']:.3f}")
     print(f"distribute-cold/threads: {total['ours-cold'] / total['threads']:.3f}")
+    print(f"distribute-cold/distribute-forked: {total['ours-cold'] / total['ours-forked']:.3f}")
     print(f"distribute-cold/distribute-nofork: {total['ours-cold'] / total['ours-nofork']:.3f}")
     print(f"distribute-cold/distribute-warm: {total['ours-cold'] / total['ours-warm']:.1f}")
     for name, (cpu, jobs) in lookups.items():

@@ -21,6 +21,7 @@ from dist_lto.process.children import PARENT_POLL_SECONDS
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable
 
     from dist_lto.worker.reuse import Store
 
@@ -141,6 +142,7 @@ def main(argv: list[str]) -> int:
         service.stop_all()
         server.stop(None).wait()
         pool.close()
+        _log_cpu(log)
         for path in (socket_path, server_path):
             try:  # noqa: SIM105 (Buck2 may have removed it)
                 os.unlink(path)
@@ -149,6 +151,17 @@ def main(argv: list[str]) -> int:
         if tmp is not None:
             remove_private_dir(tmp)
     return 128 + stopped_by[0] if stopped_by else 0
+
+
+def _log_cpu(log: "Callable[[str], None]") -> None:
+    """What the worker and the compilers it ran and reaped cost: where a build's time
+    went outside Buck2 (bench/buck2.py reads it)."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    theirs = resource.getrusage(resource.RUSAGE_CHILDREN)
+    log(f"cpu: worker {own.ru_utime + own.ru_stime:.2f} s, compilers"
+        f" {theirs.ru_utime + theirs.ru_stime:.2f} s (user + system)")  # fmt: skip
 
 
 def _prune(store: "Store", started: float) -> None:
