@@ -227,6 +227,15 @@ class Session:
             slots=os.cpu_count() or 1,
         )
 
+    def build_id(self) -> str:
+        """The last build's id (Buck2's trace id: its workers' log directories)."""
+        for line in self.buck("log", "show", config=False).stdout.splitlines():
+            if line.startswith("{"):
+                event = orjson.loads(line).get("Event")
+                if event and event.get("trace_id"):
+                    return str(event["trace_id"])
+        return ""
+
     def ran(self) -> collections.Counter[str]:
         """The last build's actions that ran, by category."""
         return collections.Counter(r.category for r in self.buck.what_ran())
@@ -259,6 +268,8 @@ class Figures:
     full_ran: dict[str, collections.Counter[str]] = field(default_factory=dict)
     critical: dict[str, dict[str, float]] = field(default_factory=dict)
     gap: dict[str, buck2_gap.Gap] = field(default_factory=dict)
+    worker: dict[str, tuple[float, float] | None] = field(default_factory=dict)
+    """The last full build's opt worker CPU and its compilers' (`buck2_gap.worker_cpu`)."""
 
     def __post_init__(self) -> None:
         for series in (self.full, self.link, self.incremental):
@@ -308,14 +319,18 @@ class Workload:
         f = self.figures
         for variant in order:
             session = Session(self.project(variant))
+            build_id = ""
             try:
                 f.full[variant].append(self.checked(session.build(self.target(variant))))
                 f.critical[variant] = session.critical_path()
                 f.full_ran[variant] = session.ran()
                 if last:
                     f.gap[variant] = session.gap()
+                    build_id = session.build_id()
             finally:
                 session.close()
+            if build_id:
+                f.worker[variant] = buck2_gap.worker_cpu(build_id, wait=10.0)
         for kind in self.projects:
             mine = [v for v in order if VARIANTS[v][0] == kind]
             if not mine:
@@ -373,7 +388,7 @@ def report(loads: list[Workload], rounds: int, variants: list[str]) -> None:
         for variant in variants:
             if variant in f.gap:
                 baseline = f.gap.get(BASELINE.get(variant, ""))
-                for line in buck2_gap.describe(f.gap[variant], baseline):
+                for line in buck2_gap.describe(f.gap[variant], baseline, f.worker.get(variant)):
                     print(f"last full {variant} build: {line}")
     print()
     for variant, baseline in BASELINE.items():

@@ -218,8 +218,41 @@ def measure(
     )
 
 
-def describe(gap: Gap, baseline: Gap | None) -> list[str]:
-    """Lines for one build against its in-process twin's."""
+WORKER_LOGS = Path("/tmp/buck2_worker")
+"""Where Buck2 keeps each worker's stderr: BUILD_ID-N/stderr."""
+
+
+def worker_cpu(build_id: str, wait: float = 0.0) -> tuple[float, float] | None:
+    """(the opt worker's own CPU, its compilers') from the `cpu:` line its log ends with
+    once Buck2 has stopped it (summed over the build's workers), or None; waits up to
+    `wait` seconds for a worker that has not written it yet (it notices its daemon's
+    end within a second)."""
+    import time
+
+    deadline = time.monotonic() + wait
+    while True:
+        logs = sorted(WORKER_LOGS.glob(f"{build_id}-*/stderr"))
+        texts = [log.read_text(errors="replace") for log in logs]
+        if all("cpu: " in text for text in texts) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    found = None
+    for text in texts:
+        for line in text.splitlines():
+            words = line.split()
+            if "cpu:" in words and "compilers" in words:
+                own = float(words[words.index("worker") + 1])
+                theirs = float(words[words.index("compilers") + 1])
+                before = found or (0.0, 0.0)
+                found = (before[0] + own, before[1] + theirs)
+    return found
+
+
+def describe(
+    gap: Gap, baseline: Gap | None, worker: tuple[float, float] | None = None
+) -> list[str]:
+    """Lines for one build against its in-process twin's; `worker`: its opt worker's
+    CPU and its compilers' (`worker_cpu`)."""
     total = sum(v for k, v in gap.cpu.items() if k != "backends")
     parts = ", ".join(f"{k} {v:.2f}" for k, v in sorted(gap.cpu.items()))
     missing = f" (not measured: {', '.join(gap.unmeasured)})" if gap.unmeasured else ""
@@ -232,6 +265,11 @@ def describe(gap: Gap, baseline: Gap | None) -> list[str]:
                 lines.append(
                     f"backends cpu / in-process link cpu: {gap.cpu['backends'] / base:.3f}"
                 )
+    if worker is not None:
+        lines.append(f"opt worker cpu s: itself {worker[0]:.2f}, its compilers {worker[1]:.2f}")
+        base = sum(baseline.cpu.values()) if baseline is not None else 0.0
+        if base:
+            lines.append(f"worker's compilers cpu / in-process link cpu: {worker[1] / base:.3f}")
     idle = gap.opt_idle_per_action
     lines.append(
         f"actions {gap.actions}, {gap.after_command_mean * 1e3:.1f} ms each after its command;"
