@@ -188,18 +188,16 @@ def _compile_server(files: JobFile, settings: Settings, reporter: Reporter) -> s
     seconds), whatever --cache-dir says, as compiler identities are kept."""
     if not settings.compile_server or not settings.tools_dir:
         return None
-    from dist_lto.process.cc1server import server_program, toolchain
+    from dist_lto.process.cc1server import find_server
 
-    tools = toolchain(files.args[0])
-    if isinstance(tools, str):
-        if settings.verbose:
-            reporter.note(f"no compile server: {tools}")
-        return None
     try:
-        return server_program(tools, settings.tools_dir)
+        program, why = find_server(files.args[0], settings.tools_dir)
     except DistLtoError as err:
         reporter.note(f"warning: no compile server: {err.message}")
         return None
+    if program is None and settings.verbose:
+        reporter.note(f"no compile server: {why}")
+    return program
 
 
 def _job_slots(settings: Settings, reporter: Reporter) -> JobSlots | None:

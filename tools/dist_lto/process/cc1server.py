@@ -102,6 +102,15 @@ def server_program(tools: Toolchain, root: str) -> str:
     return path
 
 
+def find_server(compiler: str, root: str) -> tuple[str | None, str]:
+    """`compiler`'s compile server under `root`, built if need be: (its program, "") or
+    (None, why `compiler` can have none). DistLtoError when it cannot be built."""
+    tools = toolchain(compiler)
+    if isinstance(tools, str):
+        return None, tools
+    return server_program(tools, root), ""
+
+
 def _build(tools: Toolchain, output: str) -> None:
     lib = os.path.join(tools.prefix, "lib")
     command = [tools.compiler, "--driver-mode=g++", "-std=c++17", "-O2", "-fno-rtti",

@@ -87,18 +87,17 @@ class CompilerPool:
             return None
 
     def _server(self, compiler: str) -> str | None:
-        from dist_lto.process.cc1server import server_program, toolchain
+        from dist_lto.process.cc1server import find_server
 
-        tools = toolchain(compiler)
-        if isinstance(tools, str):
-            self.note(f"no compile server for {compiler}: {tools}")
-            return None
         try:
-            program = server_program(tools, self.tools_dir)
+            program, why = find_server(compiler, self.tools_dir)
         except DistLtoError as err:
             self.note(f"warning: no compile server: {err.message}")
             return None
-        self.note(f"backends of {compiler} run in compile servers ({program})")
+        if program is None:
+            self.note(f"no compile server for {compiler}: {why}")
+        else:
+            self.note(f"backends of {compiler} run in compile servers ({program})")
         return program
 
     def take(self, compiler: str) -> WorkerCompiler:
