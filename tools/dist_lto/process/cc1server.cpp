@@ -5,7 +5,8 @@
  * a fresh process: Linux gives a forked child no page table entries for the
  * compiler's code, and every heap page is new. Measured on Lua's 33 backends, that is
  * ~20 ms of system time per job, and the jobs took 1.1x the CPU of LLD's in-process
- * backends; run one after another in this process they take less than those.
+ * link; run one after another in this process, about what that link takes
+ * (bench/backend_cpu.py).
  *
  * It is built from this source against the compiler's own libclang-cpp and libLLVM
  * (cc1server.py), so each job runs the code that compiler runs. Per job it builds the
@@ -180,7 +181,8 @@ struct Job {
 
 /* What cc1 does for one compile. With -disable-free (the driver's default) it leaves
  * its memory unfreed, as a clang that exits next does: cheaper than freeing it (7% of
- * the CPU of Lua's backends), and `serve` starts afresh before that adds up. */
+ * the CPU of Lua's backends), and the server leaves at MaxResident before that adds
+ * up. */
 int run_cc1(const Job &job) {
   std::vector<const char *> args;
   for (size_t i = 1; i < job.args.size(); i++) args.push_back(job.args[i].c_str());
