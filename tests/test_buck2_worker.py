@@ -251,8 +251,9 @@ def test_a_worker_killed_mid_build_fails_only_its_actions_and_the_next_build_suc
     died = re.compile(r"Worker exited while running command|Error sending ExecuteCommand to worker")
     assert died.search(stderr), stderr[-3000:]
     failed = re.findall(r"Action failed: \S+ \S+ \(thin_lto_opt ([^)]*)\)", stderr)
-    # Only what it was running: at most one opt action per local slot.
-    assert 1 <= len(set(failed)) <= 2, failed
+    # Only what it was running: at most one opt action per local slot, and the link's
+    # largest module, which takes none (docs/buck2.md).
+    assert 1 <= len(set(failed)) <= 2 + 1, failed
     assert all(re.search(r":(m\d|main)\.o$", name) for name in failed), failed
     # An object can be on disk while its action's reply died with the worker.
     finished = {p.name for p in done()} - {name.rsplit(":", 1)[-1] for name in failed}
