@@ -17,10 +17,15 @@ import os
 
 from dist_lto import TYPE_CHECKING
 from dist_lto.errors import DistLtoError
-from dist_lto.fsutil import remove_quietly, temp_path_for
 from dist_lto.llvm.toolchain import which
 from dist_lto.process.children import describe_status, run_tool
-from dist_lto.process.forkserver import FD_VARIABLE, SERVER_FD, ForkServer, unusable_reason
+from dist_lto.process.forkserver import (
+    FD_VARIABLE,
+    SERVER_FD,
+    ForkServer,
+    built_once,
+    unusable_reason,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -88,15 +93,7 @@ def server_program(tools: Toolchain, root: str) -> str:
             identity.append(f"{path}\0{st.st_size}\0{st.st_ctime_ns}".encode())
         digest = hashlib.sha256(b"\0\0".join(identity)).hexdigest()[:24]
         path = os.path.join(root, "cc1server", f"cc1server-{digest}")
-        if os.path.exists(path):
-            return path
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = temp_path_for(path)
-        try:
-            _build(tools, tmp)
-            os.replace(tmp, path)
-        finally:
-            remove_quietly(tmp)
+        built_once(path, lambda tmp: _build(tools, tmp))
     except OSError as err:
         raise DistLtoError(f"{err.filename or SOURCE}: {err.strerror}") from None
     return path

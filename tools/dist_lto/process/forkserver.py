@@ -98,18 +98,24 @@ def library(compiler: str, root: str) -> str:
         host = f"{os.uname().machine}\0{_libc_version()}".encode()
         digest = hashlib.sha256(source + b"\0" + host).hexdigest()[:24]
         path = os.path.join(root, "forkserver", f"forkserver-{digest}.so")
-        if os.path.exists(path):
-            return path
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = temp_path_for(path)
-        try:
-            _build(compiler, tmp)
-            os.replace(tmp, path)
-        finally:
-            remove_quietly(tmp)
+        built_once(path, lambda tmp: _build(compiler, tmp))
     except OSError as err:
         raise DistLtoError(f"{err.filename or SOURCE}: {err.strerror}") from None
     return path
+
+
+def built_once(path: str, build: "Callable[[str], None]") -> None:
+    """`build(TEMPORARY)` renamed to `path` unless `path` is there already: processes
+    building it at once each see a complete one. OSError from the file system."""
+    if os.path.exists(path):
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = temp_path_for(path)
+    try:
+        build(tmp)
+        os.replace(tmp, path)
+    finally:
+        remove_quietly(tmp)
 
 
 def _build(compiler: str, output: str) -> None:
