@@ -851,3 +851,31 @@ def test_a_non_ascii_module_path_is_refused_before_the_index_step(work: Path, ll
                     "-Wl,--thinlto-index-only"], cwd=work, check=True)  # fmt: skip
     table = read_index_modules(str(work / "obj/hé.o.thinlto.bc")).paths
     assert "obj/hé.o".encode() not in table  # the LLVM bug this guards against
+
+
+IMPORTS_SPOILT_AFTER_THE_STEP = """\
+import subprocess, sys
+subprocess.run(sys.argv[1:], check=True)
+(prefix,) = (a.split(";", 1)[1] for a in sys.argv if a.startswith("-Wl,--thinlto-prefix-replace="))
+with open(prefix + "obj/main.o.imports", "w") as f:
+    f.write("no/such/module.o\\n")
+"""
+"""An index command that succeeds but leaves an imports list naming a module not linked."""
+
+
+def test_a_plan_failing_after_the_index_step_leaves_no_index_file_at_an_undeclared_path(
+    work: Path, llvm: Llvm
+) -> None:
+    doc = full_meta(work)
+    write_meta(work, doc)
+    (work / "spoil.py").write_text(IMPORTS_SPOILT_AFTER_THE_STEP)
+    command = [sys.executable, "spoil.py", llvm.clang, *LINK, "-o", "app"]
+    failed = run_cli(["plan", "meta.json", "--", *command], cwd=work)
+    assert failed.returncode == 2, failed.stderr
+    assert "no/such/module.o" in failed.stderr
+    declared = {o["index_output"] for g in doc["groups"] for o in g["linkables"]
+                if o["kind"] == "object"}  # fmt: skip
+    left = {str(p.relative_to(work)) for p in (work / "out").rglob("*.thinlto.bc")}
+    assert left and left <= declared  # the archives' members' index files were not moved
+    plan(work, llvm)
+    assert (work / "out/archive-index/1").is_dir()

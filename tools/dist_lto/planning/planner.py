@@ -436,6 +436,14 @@ class Planner:
                 dirs.ensure_parent(module.index_dst)
                 move(module.index_src, module.index_dst)
 
+    def remove_unplaced_index_files(self) -> None:
+        """Remove the index files LLD wrote that `move_index_files` did not yet move: a
+        stopped or failed plan leaves nothing at a path it does not declare."""
+        for module in self.modules.values():
+            if module.index_src and module.index_src != module.index_dst:
+                with contextlib.suppress(OSError):
+                    os.unlink(module.index_src)
+
     def object_outputs(self, objects: list[ObjectInput]) -> list[str]:
         """What `write_objects(objects)` writes (to remove it again after a failure)."""
         paths = [o.plan_output for o in objects]
@@ -553,8 +561,11 @@ def indexed(
     (archive plans, final line, link plan) the caller writes from `Planner.archive_plan`,
     `final_line` and `link_plan`."""
     try:
-        with _collector_paused(), index_step.holding(meta.index_dir, replay=False) as hold:
-            planner = _checked(meta, command, hold, replay=False, large=jobs != 1)
+        with (
+            _collector_paused(),
+            index_step.holding(meta.index_dir, replay=False) as hold,
+            _checked(meta, command, hold, replay=False, large=jobs != 1) as planner,
+        ):
             _object_plans(
                 planner,
                 lambda share: write_objects(planner, share),
@@ -570,13 +581,16 @@ def _plan(
     meta_path: str, command: list[str], *, replay: bool, jobs: int, declarations: bool
 ) -> None:
     meta = read_meta(meta_path)
-    with index_step.holding(meta.index_dir, replay) as hold:
-        planner = _checked(
+    with (
+        index_step.holding(meta.index_dir, replay) as hold,
+        _checked(
             meta, command, hold, replay=replay, large=jobs != 1, declarations=declarations
-        )
+        ) as planner,
+    ):
         _write_plans(planner, command, jobs)
 
 
+@contextlib.contextmanager
 def _checked(
     meta: Meta,
     command: list[str],
@@ -585,29 +599,38 @@ def _checked(
     replay: bool,
     large: bool,
     declarations: bool = True,
-) -> Planner:
-    """A planner whose index step has run (or, replaying, had run) and been checked.
-    `large`: for a large link, prefetch the `.imports` while checking."""
+) -> Iterator[Planner]:
+    """A planner whose index step has run (or, replaying, had run) and been checked, for
+    the caller to write its plans with. `large`: for a large link, prefetch the `.imports`
+    while checking. A failure or stop after the index step, here or in the caller, removes
+    the index files not yet moved to their declared paths."""
     prefetch: index_step.ImportsPrefetch | None = None
     large = large and len(meta.objects()) >= PARALLEL_MIN_OBJECTS
     list_file = posixpath.join(meta.index_dir, index_step.LIST_NAME)
+    planner = Planner(meta, command or None, declarations)
+    indexed = False
     try:
-        if replay and large:
-            prefetch = index_step.ImportsPrefetch(list_file)
-        planner = Planner(meta, command or None, declarations)
-        planner.place_index_files()
-        planner.outputs_are_not_members()
-        if not replay:
-            planner.own_outputs_are_not_inputs()
-            planner.run_index(command, hold)
-            if large:
+        try:
+            if replay and large:
                 prefetch = index_step.ImportsPrefetch(list_file)
-        planner.check_index(replay)
-        planner.find_largest()
-    finally:
-        if prefetch is not None:
-            prefetch.stop()
-    return planner
+            planner.place_index_files()
+            planner.outputs_are_not_members()
+            if not replay:
+                planner.own_outputs_are_not_inputs()
+                planner.run_index(command, hold)
+                indexed = True
+                if large:
+                    prefetch = index_step.ImportsPrefetch(list_file)
+            planner.check_index(replay)
+            planner.find_largest()
+        finally:
+            if prefetch is not None:
+                prefetch.stop()
+        yield planner
+    except BaseException:
+        if indexed:
+            planner.remove_unplaced_index_files()
+        raise
 
 
 def _share_part(
