@@ -122,7 +122,7 @@ def test_served_backends_write_the_objects_clang_writes_in_the_servers_own_proce
 @pytest.mark.parametrize(
     ("extra", "why"),
     [
-        (("-mllvm", "-unroll-threshold=10"), "an option that sets every job's state"),
+        (("-mllvm", "-print-debug-counter"), "an LLVM option that reports at exit"),
         (("-Wl,--as-needed",), "the driver warns: linker input unused"),
         (("-no-canonical-prefixes",), "the program's path as given"),
     ],
@@ -140,10 +140,44 @@ def test_jobs_the_server_must_not_run_are_forked_and_say_what_clang_says(
         assert status == 0, why
         assert len(started.pids) == 1 and started.pids != [server], why
         assert (modules / "declined.o").read_bytes() == (modules / "command.o").read_bytes()
-        # The server is still there for the next job.
-        assert served.cc1_server is not None and served.cc1_server.pid == server
+        # The next job runs in a compile server again (one started for its options).
+        assert served.run(backend(llvm, modules, "leaf", "next.o"), None) == (0, b"")
+        assert served.served
     finally:
         served.close()
+
+
+def test_jobs_with_llvm_options_run_in_a_server_started_for_exactly_those_options(
+    llvm: Llvm, modules: Path, program: str, preload: str
+) -> None:
+    served = compiler(llvm, program, preload)
+    narrow = ("-mllvm", "-force-vector-width=1")  # changes leaf.c's loop
+    try:
+        assert served.cc1_server is not None
+        plain = served.cc1_server.pid
+        both = (*narrow, "-mllvm=-unroll-threshold=0")
+        runs = [("narrow", narrow), ("narrow", narrow), ("both", both), ("plain", ())]
+        pids = []
+        for n, (label, extra) in enumerate(runs):
+            started = Started()
+            out, reference = f"leaf.{label}.{n}.served.o", f"leaf.{label}.command.o"
+            assert served.run(backend(llvm, modules, "leaf", out, *extra), started) == (0, b"")
+            assert served.served and len(started.pids) == 1
+            pids.append(started.pids[0])
+            assert command(backend(llvm, modules, "leaf", reference, *extra)) == (0, b"")
+            assert (modules / out).read_bytes() == (modules / reference).read_bytes()
+        # One server per list of options, in order; the same list again, the same server.
+        assert pids[0] == pids[1] and len({plain, pids[0], pids[2], pids[3]}) == 4
+        assert (modules / "leaf.narrow.command.o").read_bytes() != (
+            modules / "leaf.plain.command.o"
+        ).read_bytes()
+    finally:
+        served.close()
+
+
+def test_llvm_options_are_read_from_a_command_in_order() -> None:
+    argv = ["clang", "-O2", "-mllvm", "-a=1", "-c", "-mllvm=-b", "-mllvm"]
+    assert cc1server.llvm_options(argv) == ("-a=1", "-b", "")
 
 
 @pytest.mark.parametrize(

@@ -93,12 +93,16 @@ class WorkerCompiler:
             except DistLtoError as err:
                 self._give_up(err)
 
-    def _start_served(self) -> None:
+    def _start_served(self, options: tuple[str, ...] = ()) -> None:
+        """Start a compile server for jobs with the LLVM options `options`, unless one is
+        running for them; one running for others is ended."""
         from dist_lto.process.cc1server import Cc1Server
 
+        if self.cc1_server is not None and self.cc1_server.options != options:
+            self._close_served()
         if self.cc1_server is None and self.cc1 is not None:
             try:
-                self.cc1_server = Cc1Server(self.compiler, self.cc1, self.env)
+                self.cc1_server = Cc1Server(self.compiler, self.cc1, self.env, options)
             except DistLtoError as err:
                 self._give_up_served(err)
 
@@ -107,11 +111,13 @@ class WorkerCompiler:
     ) -> tuple[int, bytes] | None:
         """The job's outcome from the compile server when it ran there cleanly, or as
         stopped when the server was killed under it; None: run it as a compiler."""
+        from dist_lto.process.cc1server import llvm_options
         from dist_lto.process.forkserver import ForkServerLost, JobDeclined
 
+        options = llvm_options(argv)
         for attempt in (1, 2):  # a server gone since its last job is started again once
-            fresh = self.cc1_server is None
-            self._start_served()
+            fresh = self.cc1_server is None or self.cc1_server.options != options
+            self._start_served(options)
             if self.cc1_server is None:
                 return None
             try:

@@ -13,10 +13,18 @@
  * compilation with clang's own driver, as `clang` does, and runs the job here only when
  * that is one in-process `clang -cc1` command and nothing could make it differ from a
  * fresh clang's run: the driver said nothing; no option that sets process-wide state
- * (-mllvm, plugins, timers, statistics) nor a response file; none of the environment
+ * (plugins, timers, statistics) nor a response file; none of the environment
  * variables that change how clang runs. Anything else is declined (the client forks
- * a compiler for it). Memory a job leaves unfreed (-disable-free, as in clang) stays
- * until the server has 1 GiB resident; then it leaves, and the client starts another.
+ * a compiler for it).
+ *
+ * LLVM's own options (-mllvm) are process-wide. A server is started for one list of
+ * them (its arguments after the compiler) and takes only jobs with exactly that list,
+ * none of which keeps count across jobs or reports at exit (statistics, timers, debug
+ * counters, bisection). Before each job every option is reset to its default, as
+ * clang's driver does before its in-process cc1, and the job sets its own again.
+ *
+ * Memory a job leaves unfreed (-disable-free, as in clang) stays until the server has
+ * 1 GiB resident; then it leaves, and the client starts another.
  *
  * Protocol: that of forkserver.c (socket in DIST_LTO_FORK_SERVER_FD), the job's
  * "process" being this server, plus one record:
@@ -37,6 +45,7 @@
 #include "clang/Frontend/TextDiagnosticBuffer.h"
 #include "clang/FrontendTool/Utils.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/TargetParser/Host.h"
@@ -67,8 +76,21 @@ constexpr size_t JobStack = 64 << 20; /* clang's own in-process jobs ask for 8 M
 
 /* cc1 options that change state shared by every job of a process. */
 constexpr const char *ProcessWide[] = {
-    "-mllvm", "-load", "-fpass-plugin=", "-plugin", "-add-plugin", "-ftime-report",
+    "-load", "-fpass-plugin=", "-plugin", "-add-plugin", "-ftime-report",
     "-ftime-trace", "-print-stats", "-stats-file", "-fdebug-pass-manager"};
+
+/* LLVM options (-mllvm) whose effect outlives a job: counts kept across jobs, reports
+ * printed at exit, output on stdout, the process's end. By name, without the dashes. */
+constexpr const char *ProcessLifetime[] = {
+    "stats", "stats-json", "time-passes", "time-passes-per-run", "info-output-file",
+    "track-memory", "debug-counter", "print-debug-counter", "opt-bisect-limit",
+    "opt-bisect-verbose", "print-pipeline-passes", "load", "load-pass-plugin", "help",
+    "help-hidden", "help-list", "help-list-hidden", "print-options", "print-all-options",
+    "version"};
+
+/* The -mllvm options of every job this server takes (its arguments after the
+ * compiler's path). */
+std::vector<std::string> LlvmOptions;
 
 /* Environment variables that change what the driver or cc1 does. */
 constexpr const char *Environment[] = {"CCC_OVERRIDE_OPTIONS", "CLANG_SPAWN_CC1",
@@ -139,6 +161,14 @@ bool starts_with_any(llvm::StringRef arg) {
   return false;
 }
 
+/* Whether an -mllvm option's effect stays within the job that gives it. */
+bool within_job(llvm::StringRef option) {
+  llvm::StringRef name = option.ltrim('-').split('=').first;
+  for (const char *lasting : ProcessLifetime)
+    if (name == lasting) return false;
+  return true;
+}
+
 int never_called(llvm::SmallVectorImpl<const char *> &) { return 1; }
 
 /* The cc1 arguments of the job, as `clang` would run them in process, or false. */
@@ -165,11 +195,18 @@ bool cc1_arguments(const std::vector<const char *> &argv, std::vector<std::strin
   const clang::driver::Command &job = *jobs.begin();
   const auto &args = job.getArguments();
   if (!job.InProcess || args.empty() || llvm::StringRef(args[0]) != "-cc1") return false;
-  for (const char *arg : args) {
-    if (starts_with_any(arg)) return false;
+  std::vector<std::string> llvm_options;
+  for (size_t i = 0; i < args.size(); i++) {
+    llvm::StringRef arg(args[i]);
+    if (arg == "-mllvm" && i + 1 < args.size()) {
+      if (!within_job(args[i + 1])) return false;
+      llvm_options.emplace_back(args[i + 1]);
+    } else if (starts_with_any(arg)) {
+      return false;
+    }
     out.emplace_back(arg);
   }
-  return true;
+  return llvm_options == LlvmOptions;
 }
 
 struct Job {
@@ -184,6 +221,7 @@ struct Job {
  * the CPU of Lua's backends), and the server leaves at MaxResident before that adds
  * up. */
 int run_cc1(const Job &job) {
+  llvm::cl::ResetAllOptionOccurrences(); /* the job's -mllvm options are set afresh */
   std::vector<const char *> args;
   for (size_t i = 1; i < job.args.size(); i++) args.push_back(job.args[i].c_str());
   auto instance = std::make_unique<clang::CompilerInstance>();
@@ -276,8 +314,9 @@ int serve_one(int sock, char *buffer, ssize_t size, int stderr_fd) {
 
 int main(int argc, char **argv) {
   const char *fd_text = getenv(FdVariable);
-  if (fd_text == nullptr || argc != 2) return 2;
+  if (fd_text == nullptr || argc < 2) return 2;
   Executable = argv[1];
+  LlvmOptions.assign(argv + 2, argv + argc);
   int sock = atoi(fd_text);
   unsetenv(FdVariable);
   llvm::InitializeAllTargets();

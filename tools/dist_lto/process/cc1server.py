@@ -28,7 +28,7 @@ from dist_lto.process.forkserver import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
     from socket import socket
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cc1server.cpp")
@@ -122,10 +122,35 @@ def _build(tools: Toolchain, output: str) -> None:
         )
 
 
+def llvm_options(argv: "Sequence[str]") -> tuple[str, ...]:
+    """The LLVM options (`-mllvm X`, `-mllvm=X`) of a compiler command, in order: a
+    server takes only jobs with the list it was started for (`cc1server.cpp`)."""
+    found = []
+    args = iter(argv)
+    for arg in args:
+        if arg == "-mllvm":
+            found.append(next(args, ""))
+        elif arg.startswith("-mllvm="):
+            found.append(arg[len("-mllvm=") :])
+    return tuple(found)
+
+
 class Cc1Server(ForkServer):
     """One server of backends for one thread at a time; `run` as `ForkServer.run`, and
-    JobDeclined for a job it leaves to a forked clang."""
+    JobDeclined for a job it leaves to a forked clang. It takes the jobs whose LLVM
+    options are `options` (`llvm_options`)."""
+
+    def __init__(
+        self,
+        compiler: str,
+        program: str,
+        env: "Mapping[str, str] | None" = None,
+        options: tuple[str, ...] = (),
+    ) -> None:
+        self.options = options
+        super().__init__(compiler, program, env)
 
     def _start(self, theirs: "socket", program: str, base_env: "Mapping[str, str]") -> None:
         compiler = os.path.realpath(which(self.compiler) or self.compiler)
-        self._spawn([program, compiler], {**base_env, FD_VARIABLE: str(SERVER_FD)}, theirs)
+        self._spawn([program, compiler, *self.options], {**base_env, FD_VARIABLE: str(SERVER_FD)},
+                    theirs)  # fmt: skip
