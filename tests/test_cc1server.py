@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from dist_lto.distribute.compilers import WorkerCompiler
+from dist_lto.distribute.compilers import TALKATIVE, WorkerCompiler
 from dist_lto.process import cc1server, forkserver
 from support.tools import Llvm
 
@@ -204,6 +204,30 @@ def test_a_job_that_says_anything_is_run_again_forked_for_clangs_own_words(
         assert served.cc1_server is None
         assert served.run(backend(llvm, modules, "leaf", "after.o"), None) == (0, b"")
         assert served.cc1_server is not None and served.cc1_server.pid != server
+    finally:
+        served.close()
+
+
+def test_a_compiler_whose_backends_keep_warning_forks_them_instead_of_running_each_twice(
+    llvm: Llvm, modules: Path, program: str, preload: str
+) -> None:
+    troubles: list[str] = []
+    served = WorkerCompiler(llvm.clang, preload, troubles.append, None, program, troubles.append)
+    try:
+        assert served.run(backend(llvm, modules, "leaf", "quiet.o"), None) == (0, b"")
+        runs = []
+        for n in range(TALKATIVE + 1):
+            started = Started()
+            got = served.run(backend(llvm, modules, "big", f"warned{n}.o"), started)
+            assert got == command(backend(llvm, modules, "big", "command.o")) and got[1]
+            runs.append(len(started.pids))
+        # Served then forked while the warnings were few; forked once from then on.
+        assert runs == [2] * TALKATIVE + [1], runs
+        assert served.cc1 is None and served.cc1_server is None
+        assert troubles and "printed warnings" in troubles[-1]
+        started = Started()
+        assert served.run(backend(llvm, modules, "leaf", "forked.o"), started) == (0, b"")
+        assert not served.served and len(started.pids) == 1
     finally:
         served.close()
 

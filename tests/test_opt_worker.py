@@ -194,6 +194,25 @@ def test_worker_runs_its_backends_in_a_compile_server(
     assert len(waiting_compilers(worker.proc.pid, indexed.clang)) == 1  # started once
 
 
+def test_a_link_with_llvm_options_runs_its_backends_in_a_server_for_those_options(
+    indexed: Indexed, worker: WorkerClient, tmp_path: Path
+) -> None:
+    flags = tmp_path / "mllvm.args"
+    flags.write_text("-flto=thin\n-fuse-ld=lld\n-O2\n-Wl,-mllvm,-force-vector-width=1\n")
+    argv = args("add.o", str(tmp_path / "w.o"), clang=indexed.clang)
+    argv[argv.index("link.args")] = str(flags)
+    reply = worker.execute(argv)
+    assert (reply.exit_code, reply.stderr) == (0, "")
+    children = subprocess.run(["ps", "-ww", "-o", "args=", "--ppid", str(worker.proc.pid)],
+                              capture_output=True, text=True).stdout  # fmt: skip
+    for_options = f" {indexed.clang} -force-vector-width=1"
+    assert [c for c in children.splitlines() if "/cc1server-" in c and c.endswith(for_options)]
+    argv[argv.index(str(tmp_path / "w.o"))] = str(tmp_path / "c.o")
+    proc = command(indexed, argv)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "w.o").read_bytes() == (tmp_path / "c.o").read_bytes()
+
+
 def test_without_compile_servers_the_worker_forks_its_backends_with_the_same_objects(
     indexed: Indexed, worker: WorkerClient, tmp_path: Path
 ) -> None:

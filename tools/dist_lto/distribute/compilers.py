@@ -19,6 +19,10 @@ if TYPE_CHECKING:
 
 
 _STOPS = (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+TALKATIVE = 3
+"""Served jobs that printed warnings, at least half of those served, after which a
+compiler's jobs are forked: each such job ran twice (served, then forked for clang's own
+words), as every backend of a link whose modules all warn would."""
 """How the worker or the distributor stops a job (the compile server running it dies
 with it); any other death of the server is the job's own doing."""
 
@@ -53,6 +57,9 @@ class WorkerCompiler:
         """Whether the last `run` went through a server (compile or fork server)."""
         self.served = False
         """Whether the last `run` ran in the compile server."""
+        self.clean = 0
+        self.talkative = 0
+        """Jobs the compile server ran cleanly, and that succeeded but printed."""
 
     def start(self) -> None:
         """Start the compile server now, else the fork server, if there is to be one
@@ -137,8 +144,16 @@ class WorkerCompiler:
                 return None
             if status == 0 and not stderr:
                 self.served = True
+                self.clean += 1
                 return status, stderr
             self._close_served()  # a failure may leave state behind: start afresh
+            if status == 0:
+                self.talkative += 1
+                if self.talkative >= TALKATIVE and self.talkative >= self.clean:
+                    self._give_up_served(DistLtoError(
+                        f"{self.talkative} of {self.talkative + self.clean} backends in the"
+                        " compile server printed warnings (each then ran forked, for clang's"
+                        " own words): forking every backend from now on"))  # fmt: skip
             return None
         return None
 
