@@ -608,3 +608,43 @@ def test_a_crashing_compiler_leaves_no_reproducer_in_the_temporary_directory(
     assert "diagnostic msg: " in result.stderr
     assert list(temporary.iterdir()) == []
     assert not (tmp_path / "twice.opt.o").exists()
+
+
+# ---------------------------------------------------------------------------------
+# The module's own target triple
+
+
+def test_a_module_for_another_triple_is_compiled_for_its_own_without_clangs_warning(
+    llvm: Llvm, tmp_path: Path
+) -> None:
+    from dist_lto.llvm.bitcode import module_triple
+
+    (tmp_path / "main.c").write_text("int other(int);\nint main(int c, char **v) { (void)v;"
+                                     " return other(c) - 4; }\n")  # fmt: skip
+    (tmp_path / "other.c").write_text("int other(int x) { return x * 3 + 1; }\n")
+    for name, target in (("main", []), ("other", ["--target=x86_64-unknown-linux-gnu"])):
+        subprocess.run([llvm.clang, "-O2", "-flto=thin", *target, "-c", f"{name}.c"],
+                       cwd=tmp_path, check=True)  # fmt: skip
+    assert module_triple((tmp_path / "other.o").read_bytes()) == "x86_64-unknown-linux-gnu"
+    default = subprocess.run([llvm.clang, "-print-target-triple"], capture_output=True,
+                             text=True, check=True).stdout.strip()  # fmt: skip
+    assert (
+        module_triple((tmp_path / "main.o").read_bytes()) == default != "x86_64-unknown-linux-gnu"
+    )
+    with pytest.raises(ValueError):
+        module_triple(b"\x7fELF" + bytes(60))
+    subprocess.run([llvm.clang, "-flto=thin", "-fuse-ld=lld", "-O2", "main.o", "other.o", "-o",
+                    "prog", "-Wl,--thinlto-index-only"], cwd=tmp_path, check=True)  # fmt: skip
+    bare = clang_alone(tmp_path, "other.o", "other.o.thinlto.bc", tmp_path / "bare.o")
+    assert bare.returncode == 0 and "overriding the module target triple" in bare.stderr
+    for module in ("main.o", "other.o"):
+        result = run_opt(tmp_path, module, tmp_path / f"{module}.opt.o")
+        assert result.returncode == 0, result.stderr
+        # (main.o, importing from other.o, is told the two triples differ: as in LLD.)
+        assert "overriding the module target triple" not in result.stderr, module
+    assert run_opt(tmp_path, "other.o", tmp_path / "other.o.opt.o").stderr == ""
+    printed = run_opt(tmp_path, "other.o", tmp_path / "x.o", "--print-command").stdout.split()
+    assert "--target=x86_64-unknown-linux-gnu" in printed
+    subprocess.run([llvm.clang, "-fuse-ld=lld", "main.o.opt.o", "other.o.opt.o", "-o", "dist"],
+                   cwd=tmp_path, check=True)  # fmt: skip
+    assert subprocess.run([str(tmp_path / "dist")]).returncode == 0  # other(1) - 4 == 0

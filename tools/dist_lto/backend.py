@@ -33,7 +33,7 @@ from dist_lto.fsutil import (
     scratch_path_for,
     writes_through,
 )
-from dist_lto.llvm.bitcode import module_has_hash, read_index_modules
+from dist_lto.llvm.bitcode import module_has_hash, module_triple, read_index_modules
 from dist_lto.process.children import action_status, describe_status, run_tool
 
 if TYPE_CHECKING:
@@ -110,6 +110,39 @@ def check_primary(
     )
 
 
+def _read_module(path: str) -> bytes | None:
+    """The bytes of the module file at `path`; None when it is not a regular file or
+    cannot be read (clang reports what it finds there)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO: no wait
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if info.st_mode & 0o170000 != 0o100000:
+            return None
+        return os.read(fd, info.st_size + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def target_flags(module: str) -> list[str]:
+    """`--target=TRIPLE`, the module's own triple: in-process ThinLTO compiles each module
+    for the triple it records, where clang would override it with its default triple (and
+    warn, as for Rust's `x86_64-unknown-linux-gnu` bitcode or the kernel's). None for a
+    module that records none or cannot be read (clang reports it)."""
+    data = _read_module(module)
+    if data is None:
+        return []
+    try:
+        triple = module_triple(data)
+    except ValueError:
+        return []
+    return [f"--target={triple}"] if triple and triple.isprintable() else []
+
+
 def _check_module_hash(
     module: str, index: str, expected: tuple[int, ...], importer: str = ""
 ) -> None:
@@ -118,20 +151,13 @@ def _check_module_hash(
     and decisions made for old code, and exit 0 (the index step records each module's
     hash; LLVM writes it into the module). A module that cannot be read or parsed is
     left to clang to report."""
-    try:
-        fd = os.open(module, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO: no wait
-    except OSError:
+    data = _read_module(module)
+    if data is None:
         return
     try:
-        info = os.fstat(fd)
-        if info.st_mode & 0o170000 != 0o100000:  # not a regular file: clang's to read
-            return
-        data = os.read(fd, info.st_size + 1)
         same = module_has_hash(data, expected)
-    except (OSError, ValueError):
+    except ValueError:
         return
-    finally:
-        os.close(fd)
     if same is False:
         which = f"{module!r}, which {importer!r} imports from" if importer else repr(module)
         raise BadInput(

@@ -18,6 +18,7 @@ from dist_lto.backend import (
     run_backend,
     split_dwarf_flags,
     split_dwarf_in_object_flags,
+    target_flags,
 )
 from dist_lto.cli import argument_parser, parse, scan
 from dist_lto.errors import BadInput
@@ -210,7 +211,7 @@ def backend_command(opts: Options, mode: str | None) -> list[str]:
         if not says_relocation_model(backend.flags + extra):
             model = [module_relocation_flag(opts.input)]
     return [clang, "-c", "-x", "ir", opts.input, f"-fthinlto-index={opts.index}",
-            *backend.flags, *model, *extra, *in_object]  # fmt: skip
+            *backend.flags, *model, *target_flags(opts.input), *extra, *in_object]  # fmt: skip
 
 
 def check_outputs(opts: Options) -> None:

@@ -33,6 +33,7 @@ _MST_CODE_ENTRY = 1
 _MST_CODE_HASH = 2
 MST_CODE_HASH = _MST_CODE_HASH
 """The module table's record of a module's hash (`IndexRecords.modules`)."""
+_MODULE_CODE_TRIPLE = 2
 _MODULE_CODE_HASH = 17
 _UNABBREV_RECORD = 3
 FS_FLAGS = 20
@@ -575,6 +576,24 @@ def module_has_hash(data: bytes, expected: tuple[int, ...]) -> bool | None:
     except _Truncated:
         raise ValueError("truncated bitcode") from None
     return None if found is None else found == expected
+
+
+def module_triple(data: bytes) -> str:
+    """The target triple the bitcode module in `data` records ("" for none): the
+    module block's top-level TRIPLE record, its sub-blocks skipped by their lengths.
+    ValueError when `data` is not bitcode with a module block."""
+    reader, width, blockinfo = _find_module_block(data)
+    block = _Block(reader, width, blockinfo.get(_MODULE_BLOCK, []))
+    try:
+        while (entry := block.next()) is not None:
+            code, ops, tail = entry
+            if code == _SUBBLOCK:
+                _skip_block(reader)
+            elif code == _MODULE_CODE_TRIPLE:
+                return (bytes(ops) + bytes(tail)).decode("ascii", errors="replace")
+    except _Truncated:
+        raise ValueError("truncated bitcode") from None
+    return ""
 
 
 def _unabbreviated(width: int, code: int, ops: tuple[int, ...]) -> list[tuple[int, int]]:
