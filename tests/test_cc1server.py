@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -92,31 +93,40 @@ def in_the_link_directory(modules: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.chdir(modules)
 
 
-def compiler(llvm: Llvm, program: str, preload: str) -> WorkerCompiler:
-    troubles: list[str] = []
+class Troubles(list[str]):
+    """What a compiler was told about its servers."""
+
+
+@pytest.fixture
+def troubles() -> Troubles:
+    return Troubles()
+
+
+@pytest.fixture
+def served(llvm: Llvm, program: str, preload: str, troubles: Troubles) -> Iterator[WorkerCompiler]:
+    """A compiler whose compile server has started (and is closed after the test)."""
     made = WorkerCompiler(llvm.clang, preload, troubles.append, None, program, troubles.append)
-    made.start()
-    assert made.cc1_server is not None and not troubles, troubles
-    return made
+    try:
+        made.start()
+        assert made.cc1_server is not None and not troubles, troubles
+        yield made
+    finally:
+        made.close()
 
 
 def test_served_backends_write_the_objects_clang_writes_in_the_servers_own_process(
-    llvm: Llvm, modules: Path, program: str, preload: str
+    llvm: Llvm, modules: Path, served: WorkerCompiler
 ) -> None:
-    served = compiler(llvm, program, preload)
-    try:
-        assert served.cc1_server is not None
-        server = served.cc1_server.pid
-        for name in ("main", "twice", "leaf", "main"):
-            started = Started()
-            assert served.run(backend(llvm, modules, name, f"{name}.served.o"), started) == (0, b"")
-            assert started.pids == [server]  # no compiler started or forked
-            assert command(backend(llvm, modules, name, f"{name}.command.o")) == (0, b"")
-            made = (modules / f"{name}.served.o").read_bytes()
-            assert made == (modules / f"{name}.command.o").read_bytes() and made
-        assert served.cc1_server.pid == server
-    finally:
-        served.close()
+    assert served.cc1_server is not None
+    server = served.cc1_server.pid
+    for name in ("main", "twice", "leaf", "main"):
+        started = Started()
+        assert served.run(backend(llvm, modules, name, f"{name}.served.o"), started) == (0, b"")
+        assert started.pids == [server]  # no compiler started or forked
+        assert command(backend(llvm, modules, name, f"{name}.command.o")) == (0, b"")
+        made = (modules / f"{name}.served.o").read_bytes()
+        assert made == (modules / f"{name}.command.o").read_bytes() and made
+    assert served.cc1_server.pid == server
 
 
 @pytest.mark.parametrize(
@@ -128,51 +138,43 @@ def test_served_backends_write_the_objects_clang_writes_in_the_servers_own_proce
     ],
 )
 def test_jobs_the_server_must_not_run_are_forked_and_say_what_clang_says(
-    llvm: Llvm, modules: Path, program: str, preload: str, extra: tuple[str, ...], why: str
+    llvm: Llvm, modules: Path, served: WorkerCompiler, extra: tuple[str, ...], why: str
 ) -> None:
-    served = compiler(llvm, program, preload)
-    try:
-        assert served.cc1_server is not None
-        server = served.cc1_server.pid
-        started = Started()
-        status, stderr = served.run(backend(llvm, modules, "twice", "declined.o", *extra), started)
-        assert (status, stderr) == command(backend(llvm, modules, "twice", "command.o", *extra))
-        assert status == 0, why
-        assert len(started.pids) == 1 and started.pids != [server], why
-        assert (modules / "declined.o").read_bytes() == (modules / "command.o").read_bytes()
-        # The next job runs in a compile server again (one started for its options).
-        assert served.run(backend(llvm, modules, "leaf", "next.o"), None) == (0, b"")
-        assert served.served
-    finally:
-        served.close()
+    assert served.cc1_server is not None
+    server = served.cc1_server.pid
+    started = Started()
+    status, stderr = served.run(backend(llvm, modules, "twice", "declined.o", *extra), started)
+    assert (status, stderr) == command(backend(llvm, modules, "twice", "command.o", *extra))
+    assert status == 0, why
+    assert len(started.pids) == 1 and started.pids != [server], why
+    assert (modules / "declined.o").read_bytes() == (modules / "command.o").read_bytes()
+    # The next job runs in a compile server again (one started for its options).
+    assert served.run(backend(llvm, modules, "leaf", "next.o"), None) == (0, b"")
+    assert served.served
 
 
 def test_jobs_with_llvm_options_run_in_a_server_started_for_exactly_those_options(
-    llvm: Llvm, modules: Path, program: str, preload: str
+    llvm: Llvm, modules: Path, served: WorkerCompiler
 ) -> None:
-    served = compiler(llvm, program, preload)
     narrow = ("-mllvm", "-force-vector-width=1")  # changes leaf.c's loop
-    try:
-        assert served.cc1_server is not None
-        plain = served.cc1_server.pid
-        both = (*narrow, "-mllvm=-unroll-threshold=0")
-        runs = [("narrow", narrow), ("narrow", narrow), ("both", both), ("plain", ())]
-        pids = []
-        for n, (label, extra) in enumerate(runs):
-            started = Started()
-            out, reference = f"leaf.{label}.{n}.served.o", f"leaf.{label}.command.o"
-            assert served.run(backend(llvm, modules, "leaf", out, *extra), started) == (0, b"")
-            assert served.served and len(started.pids) == 1
-            pids.append(started.pids[0])
-            assert command(backend(llvm, modules, "leaf", reference, *extra)) == (0, b"")
-            assert (modules / out).read_bytes() == (modules / reference).read_bytes()
-        # One server per list of options, in order; the same list again, the same server.
-        assert pids[0] == pids[1] and len({plain, pids[0], pids[2], pids[3]}) == 4
-        assert (modules / "leaf.narrow.command.o").read_bytes() != (
-            modules / "leaf.plain.command.o"
-        ).read_bytes()
-    finally:
-        served.close()
+    assert served.cc1_server is not None
+    plain = served.cc1_server.pid
+    both = (*narrow, "-mllvm=-unroll-threshold=0")
+    runs = [("narrow", narrow), ("narrow", narrow), ("both", both), ("plain", ())]
+    pids = []
+    for n, (label, extra) in enumerate(runs):
+        started = Started()
+        out, reference = f"leaf.{label}.{n}.served.o", f"leaf.{label}.command.o"
+        assert served.run(backend(llvm, modules, "leaf", out, *extra), started) == (0, b"")
+        assert served.served and len(started.pids) == 1
+        pids.append(started.pids[0])
+        assert command(backend(llvm, modules, "leaf", reference, *extra)) == (0, b"")
+        assert (modules / out).read_bytes() == (modules / reference).read_bytes()
+    # One server per list of options, in order; the same list again, the same server.
+    assert pids[0] == pids[1] and len({plain, pids[0], pids[2], pids[3]}) == 4
+    assert (modules / "leaf.narrow.command.o").read_bytes() != (
+        modules / "leaf.plain.command.o"
+    ).read_bytes()
 
 
 def test_llvm_options_are_read_from_a_command_in_order() -> None:
@@ -186,90 +188,71 @@ def test_llvm_options_are_read_from_a_command_in_order() -> None:
     ids=["backend-warning", "failure"],
 )
 def test_a_job_that_says_anything_is_run_again_forked_for_clangs_own_words(
-    llvm: Llvm, modules: Path, program: str, preload: str, extra: tuple[str, ...], status: int
+    llvm: Llvm, modules: Path, served: WorkerCompiler, extra: tuple[str, ...], status: int
 ) -> None:
-    served = compiler(llvm, program, preload)
-    try:
-        assert served.cc1_server is not None
-        server = served.cc1_server.pid
-        started = Started()
-        got = served.run(backend(llvm, modules, "big", "said.o", *extra), started)
-        expected = command(backend(llvm, modules, "big", "command.o", *extra))
-        assert got == expected and expected[0] == status and expected[1]
-        # Once in the server, then in a forked clang, whose run is the one reported.
-        assert started.pids[0] == server and len(started.pids) == 2
-        if status == 0:
-            assert (modules / "said.o").read_bytes() == (modules / "command.o").read_bytes()
-        # A server that ran a failing or talkative job is not used again.
-        assert served.cc1_server is None
-        assert served.run(backend(llvm, modules, "leaf", "after.o"), None) == (0, b"")
-        assert served.cc1_server is not None and served.cc1_server.pid != server
-    finally:
-        served.close()
+    assert served.cc1_server is not None
+    server = served.cc1_server.pid
+    started = Started()
+    got = served.run(backend(llvm, modules, "big", "said.o", *extra), started)
+    expected = command(backend(llvm, modules, "big", "command.o", *extra))
+    assert got == expected and expected[0] == status and expected[1]
+    # Once in the server, then in a forked clang, whose run is the one reported.
+    assert started.pids[0] == server and len(started.pids) == 2
+    if status == 0:
+        assert (modules / "said.o").read_bytes() == (modules / "command.o").read_bytes()
+    # A server that ran a failing or talkative job is not used again.
+    assert served.cc1_server is None
+    assert served.run(backend(llvm, modules, "leaf", "after.o"), None) == (0, b"")
+    assert served.cc1_server is not None and served.cc1_server.pid != server
 
 
 def test_a_compiler_whose_backends_keep_warning_forks_them_instead_of_running_each_twice(
-    llvm: Llvm, modules: Path, program: str, preload: str
+    llvm: Llvm, modules: Path, served: WorkerCompiler, troubles: Troubles
 ) -> None:
-    troubles: list[str] = []
-    served = WorkerCompiler(llvm.clang, preload, troubles.append, None, program, troubles.append)
-    try:
-        assert served.run(backend(llvm, modules, "leaf", "quiet.o"), None) == (0, b"")
-        runs = []
-        for n in range(TALKATIVE + 1):
-            started = Started()
-            got = served.run(backend(llvm, modules, "big", f"warned{n}.o"), started)
-            assert got == command(backend(llvm, modules, "big", "command.o")) and got[1]
-            runs.append(len(started.pids))
-        # Served then forked while the warnings were few; forked once from then on.
-        assert runs == [2] * TALKATIVE + [1], runs
-        assert served.cc1 is None and served.cc1_server is None
-        assert troubles and "printed warnings" in troubles[-1]
+    assert served.run(backend(llvm, modules, "leaf", "quiet.o"), None) == (0, b"")
+    runs = []
+    for n in range(TALKATIVE + 1):
         started = Started()
-        assert served.run(backend(llvm, modules, "leaf", "forked.o"), started) == (0, b"")
-        assert not served.served and len(started.pids) == 1
-    finally:
-        served.close()
+        got = served.run(backend(llvm, modules, "big", f"warned{n}.o"), started)
+        assert got == command(backend(llvm, modules, "big", "command.o")) and got[1]
+        runs.append(len(started.pids))
+    # Served then forked while the warnings were few; forked once from then on.
+    assert runs == [2] * TALKATIVE + [1], runs
+    assert served.cc1 is None and served.cc1_server is None
+    assert troubles and "printed warnings" in troubles[-1]
+    started = Started()
+    assert served.run(backend(llvm, modules, "leaf", "forked.o"), started) == (0, b"")
+    assert not served.served and len(started.pids) == 1
 
 
 def test_a_server_killed_during_its_job_reports_the_job_killed_and_the_next_job_runs(
-    llvm: Llvm, modules: Path, program: str, preload: str
+    llvm: Llvm, modules: Path, served: WorkerCompiler
 ) -> None:
-    served = compiler(llvm, program, preload)
-    try:
+    def stop(pid: int) -> None:
+        os.kill(pid, signal.SIGKILL)  # what the worker does to a cancelled request
 
-        def stop(pid: int) -> None:
-            os.kill(pid, signal.SIGKILL)  # what the worker does to a cancelled request
-
-        assert served.run(backend(llvm, modules, "leaf", "stopped.o"), stop) == (
-            -signal.SIGKILL,
-            b"",
-        )
-        assert served.run(backend(llvm, modules, "leaf", "next.o"), None) == (0, b"")
-        assert command(backend(llvm, modules, "leaf", "command.o")) == (0, b"")
-        assert (modules / "next.o").read_bytes() == (modules / "command.o").read_bytes()
-    finally:
-        served.close()
+    assert served.run(backend(llvm, modules, "leaf", "stopped.o"), stop) == (
+        -signal.SIGKILL,
+        b"",
+    )
+    assert served.run(backend(llvm, modules, "leaf", "next.o"), None) == (0, b"")
+    assert command(backend(llvm, modules, "leaf", "command.o")) == (0, b"")
+    assert (modules / "next.o").read_bytes() == (modules / "command.o").read_bytes()
 
 
 def test_a_server_gone_between_jobs_is_started_again(
-    llvm: Llvm, modules: Path, program: str, preload: str
+    llvm: Llvm, modules: Path, served: WorkerCompiler
 ) -> None:
-    served = compiler(llvm, program, preload)
-    try:
-        assert served.cc1_server is not None
-        gone = served.cc1_server.pid
-        os.kill(gone, signal.SIGKILL)  # as when it leaves with 1 GiB resident
-        started = Started()
-        assert served.run(backend(llvm, modules, "main", "again.o"), started) == (0, b"")
-        assert served.cc1_server is not None and started.pids == [served.cc1_server.pid]
-        assert gone not in started.pids
-    finally:
-        served.close()
+    assert served.cc1_server is not None
+    gone = served.cc1_server.pid
+    os.kill(gone, signal.SIGKILL)  # as when it leaves with 1 GiB resident
+    started = Started()
+    assert served.run(backend(llvm, modules, "main", "again.o"), started) == (0, b"")
+    assert served.cc1_server is not None and started.pids == [served.cc1_server.pid]
+    assert gone not in started.pids
 
 
-def test_closing_ends_the_server(llvm: Llvm, program: str, preload: str) -> None:
-    served = compiler(llvm, program, preload)
+def test_closing_ends_the_server(served: WorkerCompiler) -> None:
     assert served.cc1_server is not None
     pid = served.cc1_server.pid
     served.close()
