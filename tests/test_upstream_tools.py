@@ -35,6 +35,11 @@ def test_buck2_source_list_is_the_whole_package() -> None:
     )
     assert listed == package, "update upstream/sources.bzl"
     assert (REPO / "upstream" / "dist_lto").resolve() == REPO / "tools" / "dist_lto"
+    # The servers' sources, which the opt worker builds: every one, and its header.
+    native = re.findall(r'^\s+"(dist_lto/[^"]+\.(?:c|cpp|h))",$', text, re.M)
+    built = sorted(str(p.relative_to(REPO / "tools")) for p in (REPO / "tools" / "dist_lto")
+                   .rglob("*") if p.suffix in (".c", ".cpp", ".h"))  # fmt: skip
+    assert sorted(native) == built and "dist_lto/process/jobsocket.h" in built
 
 
 def test_opt_command_line_becomes_ours() -> None:

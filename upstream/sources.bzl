@@ -102,4 +102,5 @@ DIST_LTO_SOURCES = [
     # The opt worker builds its fork server and its compile server from these.
     "dist_lto/process/cc1server.cpp",
     "dist_lto/process/forkserver.c",
+    "dist_lto/process/jobsocket.h",
 ]

@@ -64,13 +64,15 @@
 #include <unistd.h>
 #include <vector>
 
+#include "jobsocket.h"
+
 namespace {
 
 /* The compiler's program, as `clang` finds its own (canonical) path. */
 std::string Executable;
 
 constexpr const char *FdVariable = "DIST_LTO_FORK_SERVER_FD";
-constexpr size_t MaxRequest = 1 << 20;
+constexpr size_t MaxRequest = DIST_LTO_MAX_REQUEST;
 constexpr size_t MaxResident = size_t(1) << 30;
 constexpr size_t JobStack = 64 << 20; /* clang's own in-process jobs ask for 8 MiB */
 
@@ -97,52 +99,6 @@ constexpr const char *Environment[] = {"CCC_OVERRIDE_OPTIONS", "CLANG_SPAWN_CC1"
                                        "CC_PRINT_OPTIONS", "CC_PRINT_HEADERS",
                                        "CC_LOG_DIAGNOSTICS", "CC_PRINT_PROC_STAT",
                                        "CC_PRINT_INTERNAL_STAT", "CLANG_CRASH_DIAGNOSTICS_DIR"};
-
-int send_record(int sock, char kind, int32_t value) {
-  char record[1 + sizeof value];
-  record[0] = kind;
-  memcpy(record + 1, &value, sizeof value);
-  for (;;) {
-    ssize_t sent = send(sock, record, sizeof record, MSG_NOSIGNAL);
-    if (sent == (ssize_t)sizeof record) return 0;
-    if (sent < 0 && errno == EINTR) continue;
-    return -1;
-  }
-}
-
-ssize_t receive_job(int sock, char *buffer, int *stderr_fd) {
-  union {
-    struct cmsghdr header;
-    char space[CMSG_SPACE(sizeof(int))];
-  } control;
-  for (;;) {
-    struct iovec io = {buffer, MaxRequest};
-    struct msghdr message = {};
-    message.msg_iov = &io;
-    message.msg_iovlen = 1;
-    message.msg_control = control.space;
-    message.msg_controllen = sizeof control.space;
-    ssize_t size = recvmsg(sock, &message, MSG_CMSG_CLOEXEC);
-    if (size < 0 && errno == EINTR) continue;
-    if (size <= 0) return size;
-    struct cmsghdr *header = CMSG_FIRSTHDR(&message);
-    if ((message.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || header == nullptr ||
-        header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS ||
-        buffer[size - 1] != '\0')
-      return -1;
-    memcpy(stderr_fd, CMSG_DATA(header), sizeof(int));
-    return size;
-  }
-}
-
-int wait_for_ack(int sock) {
-  char ack;
-  for (;;) {
-    ssize_t got = recv(sock, &ack, 1, 0);
-    if (got < 0 && errno == EINTR) continue;
-    return got == 1 && ack == 'A' ? 0 : -1;
-  }
-}
 
 /* Counts what the driver says; any of it declines the job (a fresh clang prints it). */
 class Counting : public clang::DiagnosticConsumer {

@@ -24,6 +24,7 @@ from dist_lto.process.forkserver import (
     SERVER_FD,
     ForkServer,
     built_once,
+    read_sources,
     unusable_reason,
 )
 
@@ -86,8 +87,7 @@ def server_program(tools: Toolchain, root: str) -> str:
     import hashlib
 
     try:
-        with open(SOURCE, "rb") as f:
-            identity = [f.read()]
+        identity = [read_sources(SOURCE)]
         for path in (tools.compiler, tools.clang_cpp, tools.llvm):
             st = os.stat(path)
             identity.append(f"{path}\0{st.st_size}\0{st.st_ctime_ns}".encode())

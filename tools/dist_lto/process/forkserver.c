@@ -38,8 +38,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "jobsocket.h"
+
 #define FD_VARIABLE "DIST_LTO_FORK_SERVER_FD"
-#define MAX_REQUEST (1 << 20)
 
 typedef int (*main_fn)(int, char **, char **);
 typedef int (*start_fn)(main_fn, int, char **, void (*)(void), void (*)(void),
@@ -47,54 +48,6 @@ typedef int (*start_fn)(main_fn, int, char **, void (*)(void), void (*)(void),
 
 extern char **environ;
 static main_fn program_main;
-
-static int send_record(int sock, char kind, int32_t value) {
-  char record[1 + sizeof value];
-  record[0] = kind;
-  memcpy(record + 1, &value, sizeof value);
-  for (;;) {
-    ssize_t sent = send(sock, record, sizeof record, MSG_NOSIGNAL);
-    if (sent == (ssize_t)sizeof record) return 0;
-    if (sent < 0 && errno == EINTR) continue;
-    return -1;
-  }
-}
-
-/* One job request: its argv in `buffer` and its stderr descriptor. 0 at end of input. */
-static ssize_t receive_job(int sock, char *buffer, int *stderr_fd) {
-  union {
-    struct cmsghdr header;
-    char space[CMSG_SPACE(sizeof(int))];
-  } control;
-  for (;;) {
-    struct iovec io = {buffer, MAX_REQUEST};
-    struct msghdr message = {0};
-    message.msg_iov = &io;
-    message.msg_iovlen = 1;
-    message.msg_control = control.space;
-    message.msg_controllen = sizeof control.space;
-    ssize_t size = recvmsg(sock, &message, MSG_CMSG_CLOEXEC);
-    if (size < 0 && errno == EINTR) continue;
-    if (size <= 0) return size;
-    struct cmsghdr *header = CMSG_FIRSTHDR(&message);
-    if ((message.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || header == NULL ||
-        header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS ||
-        buffer[size - 1] != '\0') {
-      return -1; /* not our client: stop serving */
-    }
-    memcpy(stderr_fd, CMSG_DATA(header), sizeof(int));
-    return size;
-  }
-}
-
-static int wait_for_ack(int sock) {
-  char ack;
-  for (;;) {
-    ssize_t got = recv(sock, &ack, 1, 0);
-    if (got < 0 && errno == EINTR) continue;
-    return got == 1 && ack == 'A' ? 0 : -1;
-  }
-}
 
 /* Wait until job `pid` ends (0, not reaped) or the client goes away or says anything
  * while a job runs (-1): the job has no one left to report to. Without pidfds (Linux
@@ -157,7 +110,7 @@ static int run_job(int sock, char *buffer, ssize_t size, int stderr_fd) {
 }
 
 static int serve(int sock) {
-  char *buffer = malloc(MAX_REQUEST);
+  char *buffer = malloc(DIST_LTO_MAX_REQUEST);
   if (buffer == NULL || send_record(sock, 'R', getpid()) != 0) return 1;
   for (;;) {
     int stderr_fd = -1;

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from socket import socket
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "forkserver.c")
+HEADER = os.path.join(os.path.dirname(SOURCE), "jobsocket.h")
+"""The job socket's server side, included by this source and by the compile server's."""
 FD_VARIABLE = "DIST_LTO_FORK_SERVER_FD"
 SERVER_FD = 3
 _RECORD_SIZE = 5
@@ -93,8 +95,7 @@ def library(compiler: str, root: str) -> str:
     import hashlib
 
     try:
-        with open(SOURCE, "rb") as f:
-            source = f.read()
+        source = read_sources(SOURCE)
         host = f"{os.uname().machine}\0{_libc_version()}".encode()
         digest = hashlib.sha256(source + b"\0" + host).hexdigest()[:24]
         path = os.path.join(root, "forkserver", f"forkserver-{digest}.so")
@@ -102,6 +103,12 @@ def library(compiler: str, root: str) -> str:
     except OSError as err:
         raise DistLtoError(f"{err.filename or SOURCE}: {err.strerror}") from None
     return path
+
+
+def read_sources(source: str) -> bytes:
+    """`source` and the header it includes, as the key of what is built from them."""
+    with open(source, "rb") as f, open(HEADER, "rb") as h:
+        return f.read() + b"\0" + h.read()
 
 
 def built_once(path: str, build: "Callable[[str], None]") -> None:
