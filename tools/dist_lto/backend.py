@@ -131,7 +131,7 @@ def _read_module(path: str) -> bytes | None:
 def target_flags(module: str) -> list[str]:
     """`--target=TRIPLE`, the module's own triple: in-process ThinLTO compiles each module
     for the triple it records, where clang would override it with its default triple (and
-    warn, as for Rust's `x86_64-unknown-linux-gnu` bitcode or the kernel's). None for a
+    warn, as for Rust's `x86_64-unknown-linux-gnu` bitcode or the kernel's). Nothing for a
     module that records none or cannot be read (clang reports it)."""
     data = _read_module(module)
     if data is None:

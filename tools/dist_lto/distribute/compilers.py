@@ -19,12 +19,12 @@ if TYPE_CHECKING:
 
 
 _STOPS = (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+"""How the worker or the distributor stops a job (the compile server running it dies
+with it); any other death of the server is the job's own doing."""
 TALKATIVE = 3
 """Served jobs that printed warnings, at least half of those served, after which a
 compiler's jobs are forked: each such job ran twice (served, then forked for clang's own
 words), as every backend of a link whose modules all warn would."""
-"""How the worker or the distributor stops a job (the compile server running it dies
-with it); any other death of the server is the job's own doing."""
 
 
 class WorkerCompiler:
