@@ -262,3 +262,31 @@ def test_a_sigkilled_distributors_fork_served_compilers_stop(
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+DRIVER_AND_LINKER = """\
+#!/bin/sh
+# Leaves at once on SIGTERM, as a compiler driver does; its child, like the linker the
+# driver started, removes its temporary output on SIGTERM before it exits.
+sh -c 'trap "sleep 0.3; rm -f out.tmp; exit 143" TERM; : > out.tmp; : > ready
+       while :; do sleep 0.05; done' &
+wait
+"""
+
+
+def test_a_stopped_childs_group_may_clean_up_after_it_before_sigkill(tmp_path: Path) -> None:
+    driver = tmp_path / "driver"
+    driver.write_text(DRIVER_AND_LINKER)
+    driver.chmod(0o755)
+    code = "from dist_lto.process import children; children.run(['./driver'])"
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, start_new_session=True,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        wait_until("the linker's temporary output", (tmp_path / "ready").exists, 30)
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+        assert not (tmp_path / "out.tmp").exists()  # it was not killed while removing it
+        wait_until("the tool's session empty", lambda: not session(proc.pid), 10)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)

@@ -617,8 +617,8 @@ def _checked(
             planner.outputs_are_not_members()
             if not replay:
                 planner.own_outputs_are_not_inputs()
+                indexed = True  # from here on LLD may have written (a stop mid-publish too)
                 planner.run_index(command, hold)
-                indexed = True
                 if large:
                     prefetch = index_step.ImportsPrefetch(list_file)
             planner.check_index(replay)

@@ -271,17 +271,50 @@ def signal_group(pid: int, signum: int) -> None:
 
 KILL_AFTER_SECONDS = 5.0
 """How long a stopped child may take to leave before its group gets SIGKILL."""
+GROUP_AFTER_SECONDS = 1.0
+"""How long the rest of its group may take after it: a compiler driver leaves at once
+on SIGTERM, while the linker it started removes its temporary output first."""
 
 
 def stop_group(pid: int, signum: int) -> None:
     """Signal child `pid`'s group with `signum` and wait for the child, sending SIGKILL
     to the group when it has not left after KILL_AFTER_SECONDS; what is left of the
-    group once it has (a wrapper's child that ignores `signum`) gets SIGKILL too."""
+    group GROUP_AFTER_SECONDS after it has (a wrapper's child that ignores `signum`)
+    gets SIGKILL too."""
     signal_group(pid, signum)
-    if signum != _signal.SIGKILL:
-        _exits_within(pid, KILL_AFTER_SECONDS)
+    if signum != _signal.SIGKILL and _exits_within(pid, KILL_AFTER_SECONDS):
+        _group_leaves(pid, GROUP_AFTER_SECONDS)
     signal_group(pid, _signal.SIGKILL)  # before reaping: its id cannot be reused yet
     reap(pid)
+
+
+def _group_leaves(pgid: int, seconds: float) -> None:
+    """Wait up to `seconds` until process group `pgid` holds no live process but its
+    leader (which has ended and is not reaped)."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not _live_members(pgid):
+            return
+        time.sleep(0.01)
+
+
+def _live_members(pgid: int) -> list[int]:
+    """The processes of group `pgid`, its leader aside, that have not ended (/proc)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == pgid:
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            found.append(int(name))
+    return found
 
 
 def _exits_within(pid: int, seconds: float) -> bool:
