@@ -617,6 +617,7 @@ def _checked(
             planner.outputs_are_not_members()
             if not replay:
                 planner.own_outputs_are_not_inputs()
+                hold.take(create=True)  # busy: fail before touching the holder's files
                 indexed = True  # from here on LLD may have written (a stop mid-publish too)
                 planner.run_index(command, hold)
                 if large:
