@@ -572,7 +572,9 @@ def module_has_hash(data: bytes, expected: tuple[int, ...]) -> bool | None:
             if last >> (31 - padding) == value:  # the record, then `padding` zero bits
                 return True
     try:
-        found = _module_hash(_Block(reader, width, blockinfo.get(_MODULE_BLOCK, [])))
+        found = _top_level_record(
+            _Block(reader, width, blockinfo.get(_MODULE_BLOCK, [])), _MODULE_CODE_HASH
+        )
     except _Truncated:
         raise ValueError("truncated bitcode") from None
     return None if found is None else found == expected
@@ -580,20 +582,15 @@ def module_has_hash(data: bytes, expected: tuple[int, ...]) -> bool | None:
 
 def module_triple(data: bytes) -> str:
     """The target triple the bitcode module in `data` records ("" for none): the
-    module block's top-level TRIPLE record, its sub-blocks skipped by their lengths.
-    ValueError when `data` is not bitcode with a module block."""
+    module block's top-level TRIPLE record. ValueError when `data` is not bitcode with a
+    module block."""
     reader, width, blockinfo = _find_module_block(data)
-    block = _Block(reader, width, blockinfo.get(_MODULE_BLOCK, []))
     try:
-        while (entry := block.next()) is not None:
-            code, ops, tail = entry
-            if code == _SUBBLOCK:
-                _skip_block(reader)
-            elif code == _MODULE_CODE_TRIPLE:
-                return (bytes(ops) + bytes(tail)).decode("ascii", errors="replace")
+        found = _top_level_record(_Block(reader, width, blockinfo.get(_MODULE_BLOCK, [])),
+                                  _MODULE_CODE_TRIPLE)  # fmt: skip
     except _Truncated:
         raise ValueError("truncated bitcode") from None
-    return ""
+    return "" if found is None else bytes(found).decode("ascii", errors="replace")
 
 
 def _unabbreviated(width: int, code: int, ops: tuple[int, ...]) -> list[tuple[int, int]]:
@@ -609,12 +606,14 @@ def _unabbreviated(width: int, code: int, ops: tuple[int, ...]) -> list[tuple[in
     return fields
 
 
-def _module_hash(block: _Block) -> tuple[int, ...] | None:
+def _top_level_record(block: _Block, wanted: int) -> tuple[int, ...] | None:
+    """The operands (a trailing array's too) of the block's first record with code
+    `wanted`, its sub-blocks skipped by their lengths; None when it has none."""
     while (entry := block.next()) is not None:
         code, ops, tail = entry
         if code == _SUBBLOCK:
             _skip_block(block.reader)
-        elif code == _MODULE_CODE_HASH:
+        elif code == wanted:
             return tuple(ops) + tuple(tail)
     return None
 
