@@ -218,8 +218,11 @@ def test_concurrency_follows_buck2s_local_slots(buck2: Buck2) -> None:
         proc = buck2("build", "--console=simple", "-j", str(slots), target)
         (log,) = worker_logs(build_id(proc.stderr))
         peaks = [int(n) for n in re.findall(r"(\d+) requests? at once", log)]
-        # The slots, and the link's largest module, which takes none (docs/buck2.md).
+        # The slots, and the link's largest module, which takes none (docs/buck2.md)...
         assert max(peaks) == slots + 1, log
+        # ... and compiles in one of theirs.
+        compiling = [int(n) for n in re.findall(r"(\d+) compiling at once", log)]
+        assert max(compiling) == slots, log
 
 
 def test_a_worker_killed_mid_build_fails_only_its_actions_and_the_next_build_succeeds(

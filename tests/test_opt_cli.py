@@ -75,7 +75,8 @@ def test_help_documents_every_option() -> None:
     result = run_cli(["opt", "--help"])
     assert result.returncode == 0
     documented = ["--input", "--index", "--out", "--args", "--dwo", "--split-dwarf"]
-    documented += ["--print-command", "--no-lld-defaults", "CLANG", "docs/opt.md", "128+N"]
+    documented += ["--print-command", "--no-lld-defaults", "--unweighted", "CLANG", "docs/opt.md"]
+    documented += ["128+N"]
     for option in documented:
         assert option in result.stdout
 
@@ -94,7 +95,9 @@ def test_ready_writes_an_empty_stamp_and_runs_no_compiler(tmp_path: Path) -> Non
     assert stamp.read_bytes() == b""
 
 
-@pytest.mark.parametrize("other", [["--input", "m.o"], ["--out", "o"], ["--print-command"]])
+@pytest.mark.parametrize(
+    "other", [["--input", "m.o"], ["--out", "o"], ["--print-command"], ["--unweighted"]]
+)
 def test_ready_with_a_backends_option_is_a_usage_error(tmp_path: Path, other: list[str]) -> None:
     stamp = tmp_path / "ready"
     result = run_cli(["opt", "--ready", str(stamp), *other, "--", "clang"])
@@ -121,7 +124,7 @@ OPTION = st.one_of(
         ),
         PATHS,
     ),
-    st.tuples(st.sampled_from(["--print-command", "--no-lld-defaults"])),
+    st.tuples(st.sampled_from(["--print-command", "--no-lld-defaults", "--unweighted"])),
     st.tuples(st.sampled_from(["--inp", "--bogus", "-h", "--input"])),
 )
 

@@ -99,6 +99,7 @@ DIST_LTO_SOURCES = [
     "dist_lto/worker/requests.py",
     "dist_lto/worker/reuse.py",
     "dist_lto/worker/server.py",
+    "dist_lto/worker/slots.py",
     # The opt worker builds its fork server and its compile server from these.
     "dist_lto/process/cc1server.cpp",
     "dist_lto/process/forkserver.c",

@@ -10,7 +10,9 @@
 # local slots in an order of its own, so the rules give that one action no weight
 # (`weight_percentage = 0`: it starts as soon as its inputs are ready, beside the
 # actions holding the slots; the worker, which declares no concurrency of its own,
-# takes it at once). An engine ignores the weight.
+# takes it at once). It says so (`--unweighted`), and the worker compiles it first, in
+# one of the slots the other requests hold, so that no more backends compile at once
+# than Buck2 has slots. An engine ignores the weight.
 #
 # Buck2 starts the opt worker with the first action that names it, and a worker starts
 # in a fraction of a second (an interpreter, gRPC, a fork-served clang): so that the
@@ -86,6 +88,7 @@ def _run_opt(
         _split_dwarf_args(link, dwo),
         "--args",
         link.link_flags_file,
+        ["--unweighted"] if largest else [],
         "--",
         toolchain.clang,
         hidden = imports + link.backend_inputs,

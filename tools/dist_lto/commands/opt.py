@@ -38,7 +38,8 @@ PROG = "dist-lto opt"
 USAGE = """\
 dist-lto opt [-h] --input M.o --index M.thinlto.bc --out M.opt.o
                     [--args LINK_FLAGS_FILE] [--dwo M.opt.dwo] [--split-dwarf MODE]
-                    [--print-command] [--no-lld-defaults] -- CLANG [EXTRA FLAGS...]
+                    [--print-command] [--no-lld-defaults] [--unweighted]
+                    -- CLANG [EXTRA FLAGS...]
        dist-lto opt --ready STAMP -- CLANG"""
 DESCRIPTION = """\
 Run one ThinLTO backend: CLANG -c -x ir INPUT -fthinlto-index=INDEX <backend flags>
@@ -62,14 +63,15 @@ Start it as `python3 -S -E path/to/dist_lto/__main__.py opt ...`: see docs/opt.m
 _VALUE_OPTIONS = {"--input": "input", "--index": "index", "--out": "out", "--args": "args",
                   "--dwo": "dwo", "--split-dwarf": "split_dwarf", "--ready": "ready"}  # fmt: skip
 _SPLIT_DWARF_MODES = ("single", "split")
-_FLAG_OPTIONS = {"--print-command": "print_command", "--no-lld-defaults": "no_lld_defaults"}
+_FLAG_OPTIONS = {"--print-command": "print_command", "--no-lld-defaults": "no_lld_defaults",
+                 "--unweighted": "unweighted"}  # fmt: skip
 
 
 class Options:
     """The parsed command line."""
 
     __slots__ = ("args", "command", "dwo", "index", "input", "no_lld_defaults", "out",
-                 "print_command", "ready", "split_dwarf")  # fmt: skip
+                 "print_command", "ready", "split_dwarf", "unweighted")  # fmt: skip
 
     def __init__(self) -> None:
         self.input = ""
@@ -83,6 +85,9 @@ class Options:
         self.no_lld_defaults = False
         self.ready: str | None = None
         """`--ready STAMP`: no backend, STAMP written empty."""
+        self.unweighted = False
+        """The action holds no local slot: the opt worker compiles it first, in a slot
+        another request brought (`worker/slots.py`); `dist-lto opt` itself ignores it."""
         self.command: list[str] = []
         """CLANG and the extra flags after `--`."""
 
@@ -104,7 +109,8 @@ def _misfits(opts: Options) -> list[str]:
                                          ("--out", opts.out)) if not value]  # fmt: skip
     given = (("--input", opts.input), ("--index", opts.index), ("--out", opts.out),
              ("--args", opts.args), ("--dwo", opts.dwo), ("--split-dwarf", opts.split_dwarf),
-             ("--print-command", opts.print_command))  # fmt: skip
+             ("--print-command", opts.print_command),
+             ("--unweighted", opts.unweighted))  # fmt: skip
     return [name for name, value in given if value]
 
 
@@ -152,6 +158,13 @@ def build_parser() -> "argparse.ArgumentParser":
         action="store_true",
         help="do not add -ffunction-sections -fdata-sections -faddrsig, which"
         " LLD's in-process ThinLTO always uses (the PIC flag stays)",
+    )
+    parser.add_argument(
+        "--unweighted",
+        action="store_true",
+        help="the action holds none of the build's local slots (Buck2's weight 0): the opt"
+        " worker compiles it before its other requests, in one of their slots; a command"
+        " runs it as usual",
     )
     parser.add_argument(
         "--ready",

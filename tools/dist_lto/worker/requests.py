@@ -12,6 +12,7 @@ itself in a child process, so its messages stay argparse's.
 import os
 import sys
 import threading
+from contextlib import nullcontext
 
 from dist_lto import TYPE_CHECKING
 from dist_lto.cli import error_report, internal_error_report
@@ -25,7 +26,9 @@ from dist_lto.worker.reuse import backend_for
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
+    from dist_lto.backend import Runner
     from dist_lto.worker.reuse import Backend, Store
+    from dist_lto.worker.slots import Slots
 
 _PACKAGE_MAIN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                              "__main__.py")  # fmt: skip
@@ -165,11 +168,13 @@ class Reply:
 class Running:
     """A request's clang, so that a cancelled or timed-out request can stop it."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_stop: "Callable[[], None] | None" = None) -> None:
         self.lock = threading.Lock()
         self.pidfd = -1
         self.stopped = False
         self.timed_out = False
+        self.on_stop = on_stop
+        """Told once the request is stopped (it may be waiting for its turn to compile)."""
 
     def started(self, pid: int) -> None:
         with self.lock:
@@ -190,6 +195,8 @@ class Running:
         with self.lock:
             self.stopped = True
             self._kill()
+        if self.on_stop is not None:
+            self.on_stop()
 
     def _kill(self) -> None:
         if self.pidfd >= 0:
@@ -208,10 +215,14 @@ class Running:
 
 
 def run_request(
-    argv: list[str], pool: CompilerPool, running: Running, store: "Store | None" = None
+    argv: list[str],
+    pool: CompilerPool,
+    running: Running,
+    store: "Store | None" = None,
+    slots: "Slots | None" = None,
 ) -> Reply:
-    """Run one request's backend (with the worker's reuse `store`, if it has one); never
-    raises."""
+    """Run one request's backend (with the worker's reuse `store`, if it has one; its
+    clang in its turn among the requests in flight, with `slots`); never raises."""
     try:
         opts = _options(argv)
         if opts is None:
@@ -222,18 +233,23 @@ def run_request(
                 store.compiler(opts.command[0])
             write_output(opts.ready, b"")
             return Reply(0, b"")
-        compiler = pool.take(opts.command[0])
-        try:
-            reuse = None
-            if store is not None:
+        with nullcontext() if slots is None else slots.request(opts.unweighted):
+            compiler = pool.take(opts.command[0])
+            try:
+                reuse = None
+                if store is not None:
 
-                def reuse(command: list[str]) -> "Backend | None":
-                    return backend_for(store, command, opts.input, opts.index, opts.out, opts.dwo)
+                    def reuse(command: list[str]) -> "Backend | None":
+                        return backend_for(store, command, opts.input, opts.index, opts.out,
+                                           opts.dwo)  # fmt: skip
 
-            warnings = opt.execute(opts, runner=compiler.run, on_start=running.started, reuse=reuse)
-        finally:
-            running.close()
-            pool.give_back(opts.command[0], compiler)
+                runner: Runner = compiler.run
+                if slots is not None:
+                    runner = slots.gate(runner, opts.unweighted, lambda: running.stopped)
+                warnings = opt.execute(opts, runner=runner, on_start=running.started, reuse=reuse)
+            finally:
+                running.close()
+                pool.give_back(opts.command[0], compiler)
         return Reply(0, warnings)
     except DistLtoError as err:
         return Reply(err.status, error_report("opt", err).encode())

@@ -19,17 +19,20 @@ import grpc
 from dist_lto.worker import protocol
 from dist_lto.worker.requests import CompilerPool, Running, run_request
 from dist_lto.worker.reuse import Store
+from dist_lto.worker.slots import Slots
 
 MAX_THREADS = 256
 """Requests served at once, at most: more than any machine's local slots for them."""
 
 
 class OptService:
-    """Runs requests and keeps count of those in flight (the highest count is logged)."""
+    """Runs requests, their backends in turn (`slots.py`), and keeps count of those in
+    flight and compiling (the highest counts are logged)."""
 
     def __init__(self, pool: CompilerPool, store: Store | None = None) -> None:
         self.pool = pool
         self.store = store
+        self.slots = Slots(on_most=lambda most: log(f"{most} compiling at once"))
         self.lock = threading.Lock()
         self.in_flight = 0
         self.most = 0
@@ -38,14 +41,14 @@ class OptService:
     def execute(
         self, command: protocol.Command, context: grpc.ServicerContext
     ) -> protocol.Response:
-        running = Running()
+        running = Running(self.slots.wake)
         context.add_callback(running.stop)  # the call ended early: Buck2 cancelled it
         return self._run(command, running)
 
     def exec_stream(
         self, events: Iterable[protocol.Event], context: grpc.ServicerContext
     ) -> protocol.Response:
-        running = Running()
+        running = Running(self.slots.wake)
         context.add_callback(running.stop)
         first = next(iter(events), None)
         if first is None or first.command is None:
@@ -72,7 +75,7 @@ class OptService:
             timer = threading.Timer(command.timeout_s, running.time_out)
             timer.start()
         try:
-            reply = run_request(argv, self.pool, running, self.store)
+            reply = run_request(argv, self.pool, running, self.store, self.slots)
         finally:
             if timer is not None:
                 timer.cancel()
