@@ -4,10 +4,10 @@ Buck2 sends the worker a request per local slot it gives the worker's actions, a
 more for each action that takes no slot: the link's largest module (`--unweighted`,
 sent at once so that it starts first, as in-process LLD starts its largest backend).
 Compiling all of them would run one backend more than there are slots, and backends
-sharing a CPU each cost more CPU than they do one after another (a zstd link's
-backends, three at a time on two CPUs: 24% more). So the worker compiles as many as
-the requests in flight hold slots, unweighted ones first: the largest module takes one
-of those slots, and the request that brought the slot waits for it.
+sharing CPUs cost more CPU (Lua's and zstd's, three at a time on two CPUs: 2-15% more
+than two at a time, `bench/backend_cpu.py --at-once 2,3`). So the worker compiles as
+many as the requests in flight hold slots, unweighted ones first: the largest module
+takes one of those slots, and the request that brought the slot waits for it.
 """
 
 from __future__ import annotations
