@@ -251,6 +251,29 @@ def test_a_ready_request_starts_a_compile_server_before_any_backend(
         client.close()
 
 
+def test_a_request_without_a_slot_compiles_in_the_slot_of_one_sent_beside_it(
+    indexed: Indexed, tmp_path: Path
+) -> None:
+    client = WorkerClient(str(tmp_path / "worker.sock"), str(indexed.root))
+    try:
+        # As Buck2 at -j 1 sends a link's largest module and one more: one slot between
+        # them, so one compiles after the other, in the one compile server.
+        sent = [["--unweighted", *args("main.o", str(tmp_path / "main.o"), clang=indexed.clang)],
+                args("add.o", str(tmp_path / "add.o"), clang=indexed.clang)]  # fmt: skip
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            replies = list(pool.map(client.execute, sent))
+        assert [(r.exit_code, r.stderr) for r in replies] == [(0, "")] * 2
+        assert len(waiting_compilers(client.proc.pid, indexed.clang)) == 1
+        for argv in sent:
+            out = argv[argv.index("--out") + 1]
+            argv[argv.index("--out") + 1] = out + ".command.o"
+            proc = command(indexed, argv)
+            assert proc.returncode == 0, proc.stderr
+            assert Path(out).read_bytes() == Path(out + ".command.o").read_bytes()
+    finally:
+        client.close()
+
+
 def test_a_socket_path_naming_a_file_fails_with_one_line_and_leaves_the_file(
     indexed: Indexed, tmp_path: Path
 ) -> None:

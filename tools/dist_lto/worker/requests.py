@@ -43,10 +43,10 @@ def _options(argv: list[str]) -> "opt.Options | None":
 
 
 class CompilerPool:
-    """Compilers, one per request running at once, kept between requests.
+    """Compilers, one per backend compiling at once, kept between requests.
 
-    A `WorkerCompiler` serves one thread at a time; the pool grows to the most requests
-    Buck2 has sent at once and hands idle ones out again. Its backends run in a compile
+    A `WorkerCompiler` serves one thread at a time; the pool grows to the most backends
+    compiled at once (`slots.py`) and hands idle ones out again. Its backends run in a compile
     server (`process/cc1server.py`) where the compiler's headers let the worker build
     one, else forked (`process/forkserver.py`), else started directly, as in
     `dist-lto distribute`; the server and the preload library are built (or found) once
@@ -233,23 +233,31 @@ def run_request(
                 store.compiler(opts.command[0])
             write_output(opts.ready, b"")
             return Reply(0, b"")
-        with nullcontext() if slots is None else slots.request(opts.unweighted):
-            compiler = pool.take(opts.command[0])
+        clang = opts.command[0]
+
+        def pooled(
+            command: list[str], on_start: "Callable[[int], None] | None"
+        ) -> tuple[int, bytes]:
+            compiler = pool.take(clang)
             try:
-                reuse = None
-                if store is not None:
+                return compiler.run(command, on_start)
+            finally:
+                pool.give_back(clang, compiler)
 
-                    def reuse(command: list[str]) -> "Backend | None":
-                        return backend_for(store, command, opts.input, opts.index, opts.out,
-                                           opts.dwo)  # fmt: skip
+        reuse = None
+        if store is not None:
 
-                runner: Runner = compiler.run
-                if slots is not None:
-                    runner = slots.gate(runner, opts.unweighted, lambda: running.stopped)
+            def reuse(command: list[str]) -> "Backend | None":
+                return backend_for(store, command, opts.input, opts.index, opts.out, opts.dwo)
+
+        runner: Runner = pooled
+        if slots is not None:
+            runner = slots.gate(pooled, opts.unweighted, lambda: running.stopped)
+        with nullcontext() if slots is None else slots.request(opts.unweighted):
+            try:
                 warnings = opt.execute(opts, runner=runner, on_start=running.started, reuse=reuse)
             finally:
                 running.close()
-                pool.give_back(opts.command[0], compiler)
         return Reply(0, warnings)
     except DistLtoError as err:
         return Reply(err.status, error_report("opt", err).encode())
