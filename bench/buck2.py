@@ -41,12 +41,20 @@ alone (the bare clang command each opt action wraps); how many actions it ran an
 each cost outside its command; when its longest backend started after the last
 compile (in-process LLD starts its biggest first).
 
+Inside every full build, the CPU of its backends is also taken: the opt worker's
+compilers (its log's `cpu:` line) for ours, and for in-process the link's LLD (which
+the in-process binary runs through a shell wrapper, `--ld-path`, that records its
+child's user + system time with `times`). Ours' figure leaves out the index step and
+the final link, which in-process LLD's includes.
+
 The variants rotate which goes first, round by round. Each built binary passes the
 workload's functional check. The last lines, per distributed variant and workload:
 `buck2-incremental-opt/VARIANT/WORKLOAD: ran N of M` (the opt actions the one-source
 edit reran, of those the full build ran: the last round's), and
 `buck2-full/VARIANT/WORKLOAD: R of in-process` (median full-build wall time over that of
-the in-process build of the same project); then `buck2-dist/inprocess: <ratio>` and
+the in-process build of the same project); per workload `buck2-backends-cpu/WORKLOAD:
+ours' compile servers X s, in-process link Y s, ratio R` (medians over the full
+builds); then `buck2-dist/inprocess: <ratio>` and
 `buck2-incremental-dist/inprocess: <ratio>`, ours over in-process, full and incremental
 builds, summed over the workloads (and the same two for ours-noworker and ours-forked).
 
@@ -132,6 +140,43 @@ def _star(value: object) -> str:
     return orjson.dumps(value).decode()
 
 
+def timed_lld(root: Path) -> Path:
+    """A shell wrapper of ld.lld in project `root` that appends its own and its child's
+    user and system seconds to `link_cpu_file(root)` (the shell's `times`, not in a
+    pipeline: a subshell would print its own)."""
+    wrapper = root / ".bench" / "ld.lld"
+    if not wrapper.exists():
+        wrapper.parent.mkdir(exist_ok=True)
+        wrapper.write_text(
+            "#!/bin/sh\n"
+            f'"{workloads.LLVM_BIN}/ld.lld" "$@"\n'
+            "status=$?\n"
+            f'times >> "{link_cpu_file(root)}"\n'
+            'exit "$status"\n'
+        )
+        wrapper.chmod(0o755)
+    return wrapper
+
+
+def link_cpu_file(root: Path) -> Path:
+    return root / ".bench" / "link-cpu"
+
+
+def take_link_cpu(root: Path) -> float | None:
+    """The CPU seconds recorded by `timed_lld` since the last call, summed; None if none."""
+    path = link_cpu_file(root)
+    if not path.exists():
+        return None
+    total = 0.0
+    # Two lines a link: the shell's own times, then its children's (`0m9.12s 0m0.45s`).
+    for line in path.read_text().splitlines()[1::2]:
+        for field_ in line.split():
+            minutes, seconds = field_.rstrip("s").split("m")
+            total += int(minutes) * 60 + float(seconds)
+    path.unlink()
+    return total
+
+
 def add_workload(root: Path, name: str, project: str) -> None:
     """Package `name` in the `project` ("ours" or "upstream") at `root`: its sources
     (without the upstream BUCK files, which would split it into packages of their own)
@@ -156,10 +201,14 @@ def add_workload(root: Path, name: str, project: str) -> None:
         f"    linker_flags = {_star(link_flags)},\n"
     )
     if project.startswith("ours"):
+        measured = f"    linker_flags = {_star([*link_flags, f'--ld-path={timed_lld(root)}'])},\n"
         text = [f'cxx_library(\n    name = "{name}-lib",\n    srcs = {lib_srcs},\n'
                 f"    headers = {headers},\n)\n"]  # fmt: skip
         text.append(f'\ncxx_binary(\n    name = "{name}",\n{common}    dist_lto = True,\n)\n')
-        text.append(f'\ncxx_binary(\n    name = "{name}-inprocess",\n{common}    lto = True,\n)\n')
+        inprocess = common.replace(f"    linker_flags = {_star(link_flags)},\n", measured)
+        text.append(
+            f'\ncxx_binary(\n    name = "{name}-inprocess",\n{inprocess}    lto = True,\n)\n'
+        )
     else:
         text = [
             'load("@dist_lto//upstream:cxx_binary.bzl", "dist_lto_cxx_binary")\n\n'
@@ -270,6 +319,8 @@ class Figures:
     gap: dict[str, buck2_gap.Gap] = field(default_factory=dict)
     worker: dict[str, tuple[float, float] | None] = field(default_factory=dict)
     """The last full build's opt worker CPU and its compilers' (`buck2_gap.worker_cpu`)."""
+    backends_cpu: dict[str, list[float]] = field(default_factory=dict)
+    """Each full build's backend CPU: ours' compile servers, in-process LLD's link."""
 
     def __post_init__(self) -> None:
         for series in (self.full, self.link, self.incremental):
@@ -315,13 +366,31 @@ class Workload:
             f"int dist_lto_bench_edit_{n}(int x) {{ return x * {n} + 1; }}\n"
         )
 
+    def take_backends_cpu(self, variant: str, trace: str, linked: float | None) -> None:
+        """The backend CPU of the full build just made (`Figures.backends_cpu`): its
+        worker's compilers', found by the build's `trace` id, or its in-process link's
+        (`linked`)."""
+        if variant == "inprocess":
+            cpu = linked
+        elif variant.startswith("ours") and variant != "ours-noworker":
+            worker = buck2_gap.worker_cpu(trace, wait=10.0) if trace else None
+            cpu = worker[1] if worker is not None else None
+        else:
+            return
+        if cpu is not None:
+            self.figures.backends_cpu.setdefault(variant, []).append(cpu)
+
     def round(self, order: list[str], last: bool) -> None:
         f = self.figures
         for variant in order:
             session = Session(self.project(variant))
-            build_id = ""
+            build_id = trace = ""
+            linked: float | None = None
+            take_link_cpu(self.project(variant))  # none from an earlier build
             try:
                 f.full[variant].append(self.checked(session.build(self.target(variant))))
+                linked = take_link_cpu(self.project(variant))  # before `gap` links again
+                trace = session.build_id()
                 f.critical[variant] = session.critical_path()
                 f.full_ran[variant] = session.ran()
                 if last:
@@ -331,6 +400,7 @@ class Workload:
                 session.close()
             if build_id:
                 f.worker[variant] = buck2_gap.worker_cpu(build_id, wait=10.0)
+            self.take_backends_cpu(variant, trace, linked)
         for kind in self.projects:
             mine = [v for v in order if VARIANTS[v][0] == kind]
             if not mine:
@@ -406,6 +476,13 @@ def report(loads: list[Workload], rounds: int, variants: list[str]) -> None:
                 b.wall for b in f.full[baseline]
             )
             print(f"buck2-full/{variant}/{load.name}: {ratio:.3f} of in-process")
+    for load in loads:
+        cpu = load.figures.backends_cpu
+        if "inprocess" in cpu and "ours" in cpu:
+            ours_cpu, theirs = statistics.median(cpu["ours"]), statistics.median(cpu["inprocess"])
+            print(f"buck2-backends-cpu/{load.name}: ours' compile servers {ours_cpu:.2f} s,"
+                  f" in-process link {theirs:.2f} s, ratio {ours_cpu / theirs:.3f}"
+                  " (inside the full builds, medians)")  # fmt: skip
     for ours, label in (("ours", "dist"), ("ours-noworker", "dist-noworker"),
                         ("ours-forked", "dist-forked")):  # fmt: skip
         if ours not in variants or "inprocess" not in variants:
