@@ -6,16 +6,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 
 from dist_lto.worker.slots import Slots
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.005)
+from support.processes import wait_until
 
 
 class Request:
@@ -54,12 +47,12 @@ def test_a_request_without_a_slot_compiles_in_the_one_another_request_brought() 
     slots = Slots(cpus=2)
     started: list[str] = []
     largest = Request(slots, "largest", started, unweighted=True)
-    wait_until(lambda: started == ["largest"])
+    wait_until('started == ["largest"]', lambda: started == ["largest"], 5.0)
     other = Request(slots, "other", started)  # Buck2 at -j 1: one slot
     settle()
     assert started == ["largest"]
     largest.finish()
-    wait_until(lambda: started == ["largest", "other"])
+    wait_until('started == ["largest", "other"]', lambda: started == ["largest", "other"], 5.0)
     other.finish()
     assert slots.most == 1
 
@@ -69,12 +62,12 @@ def test_a_waiting_request_without_a_slot_goes_before_those_with_one() -> None:
     started: list[str] = []
     a = Request(slots, "a", started)
     b = Request(slots, "b", started)
-    wait_until(lambda: sorted(started) == ["a", "b"])
+    wait_until('sorted(started) == ["a", "b"]', lambda: sorted(started) == ["a", "b"], 5.0)
     largest = Request(slots, "largest", started, unweighted=True)
     settle()
     assert len(started) == 2  # the two slots are compiling
     c = Request(slots, "c", started)  # a third slot: the unweighted request takes it
-    wait_until(lambda: len(started) == 3)
+    wait_until("len(started) == 3", lambda: len(started) == 3, 5.0)
     settle()
     assert started[2] == "largest"
     a.finish()  # its slot leaves with it: c still waits for one
@@ -82,7 +75,7 @@ def test_a_waiting_request_without_a_slot_goes_before_those_with_one() -> None:
     assert len(started) == 3
     b.finish()
     largest.finish()
-    wait_until(lambda: started[-1] == "c")
+    wait_until('started[-1] == "c"', lambda: started[-1] == "c", 5.0)
     c.finish()
     assert slots.most == 3
 
@@ -91,11 +84,11 @@ def test_requests_without_slots_alone_compile_one_per_cpu() -> None:
     slots = Slots(cpus=2)
     started: list[str] = []
     links = [Request(slots, f"largest{i}", started, unweighted=True) for i in range(3)]
-    wait_until(lambda: len(started) == 2)
+    wait_until("len(started) == 2", lambda: len(started) == 2, 5.0)
     settle()
     assert len(started) == 2
     links[int(started[0][-1])].finish()
-    wait_until(lambda: len(started) == 3)
+    wait_until("len(started) == 3", lambda: len(started) == 3, 5.0)
     for link in links:
         link.finish()
     assert slots.most == 2
@@ -105,13 +98,13 @@ def test_a_stopped_request_stops_waiting_for_its_turn() -> None:
     slots = Slots(cpus=2)
     started: list[str] = []
     largest = Request(slots, "largest", started, unweighted=True)
-    wait_until(lambda: started == ["largest"])
+    wait_until('started == ["largest"]', lambda: started == ["largest"], 5.0)
     other = Request(slots, "other", started)
     settle()
     assert started == ["largest"]
     other.stopped = True
     slots.wake()  # as `Running.stop` does
-    wait_until(lambda: started == ["largest", "other"])
+    wait_until('started == ["largest", "other"]', lambda: started == ["largest", "other"], 5.0)
     other.finish()
     largest.finish()
 
@@ -122,10 +115,10 @@ def test_the_most_compiling_at_once_is_told_as_it_grows() -> None:
     started: list[str] = []
     a = Request(slots, "a", started)
     b = Request(slots, "b", started)
-    wait_until(lambda: len(started) == 2)
+    wait_until("len(started) == 2", lambda: len(started) == 2, 5.0)
     a.finish()
     c = Request(slots, "c", started)
-    wait_until(lambda: len(started) == 3)
+    wait_until("len(started) == 3", lambda: len(started) == 3, 5.0)
     b.finish()
     c.finish()
     assert told == [1, 2]

@@ -12,7 +12,6 @@ itself in a child process, so its messages stay argparse's.
 import os
 import sys
 import threading
-from contextlib import nullcontext
 
 from dist_lto import TYPE_CHECKING
 from dist_lto.cli import error_report, internal_error_report
@@ -26,7 +25,6 @@ from dist_lto.worker.reuse import backend_for
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from dist_lto.backend import Runner
     from dist_lto.worker.reuse import Backend, Store
     from dist_lto.worker.slots import Slots
 
@@ -46,9 +44,9 @@ class CompilerPool:
     """Compilers, one per backend compiling at once, kept between requests.
 
     A `WorkerCompiler` serves one thread at a time; the pool grows to the most backends
-    compiled at once (`slots.py`) and hands idle ones out again. Its backends run in a compile
-    server (`process/cc1server.py`) where the compiler's headers let the worker build
-    one, else forked (`process/forkserver.py`), else started directly, as in
+    compiled at once (`slots.py`) and hands idle ones out again. Its backends run in a
+    compile server (`process/cc1server.py`) where the compiler's headers let the worker
+    build one, else forked (`process/forkserver.py`), else started directly, as in
     `dist-lto distribute`; the server and the preload library are built (or found) once
     per compiler.
     """
@@ -218,11 +216,11 @@ def run_request(
     argv: list[str],
     pool: CompilerPool,
     running: Running,
+    slots: "Slots",
     store: "Store | None" = None,
-    slots: "Slots | None" = None,
 ) -> Reply:
-    """Run one request's backend (with the worker's reuse `store`, if it has one; its
-    clang in its turn among the requests in flight, with `slots`); never raises."""
+    """Run one request's backend, its clang in its turn among the requests in flight
+    (`slots`), with the worker's reuse `store` if it has one; never raises."""
     try:
         opts = _options(argv)
         if opts is None:
@@ -250,10 +248,8 @@ def run_request(
             def reuse(command: list[str]) -> "Backend | None":
                 return backend_for(store, command, opts.input, opts.index, opts.out, opts.dwo)
 
-        runner: Runner = pooled
-        if slots is not None:
-            runner = slots.gate(pooled, opts.unweighted, lambda: running.stopped)
-        with nullcontext() if slots is None else slots.request(opts.unweighted):
+        runner = slots.gate(pooled, opts.unweighted, lambda: running.stopped)
+        with slots.request(opts.unweighted):
             try:
                 warnings = opt.execute(opts, runner=runner, on_start=running.started, reuse=reuse)
             finally:

@@ -75,7 +75,7 @@ class OptService:
             timer = threading.Timer(command.timeout_s, running.time_out)
             timer.start()
         try:
-            reply = run_request(argv, self.pool, running, self.store, self.slots)
+            reply = run_request(argv, self.pool, running, self.slots, self.store)
         finally:
             if timer is not None:
                 timer.cancel()
