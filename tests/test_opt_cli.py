@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from dist_lto import opt_request
 from dist_lto.commands import opt
 from dist_lto.llvm.toolchain import tool
 from hypothesis import given, settings
@@ -26,6 +27,7 @@ OPT_PATH_MODULES = {
     "dist_lto.errors",
     "dist_lto.commands",
     "dist_lto.commands.opt",
+    "dist_lto.opt_request",
     "dist_lto.backend",
     "dist_lto.fsutil",
     "dist_lto.llvm",
@@ -154,19 +156,19 @@ def argparse_result(argv: list[str]) -> argparse.Namespace | None:
 @given(argv=command_lines())
 @settings(max_examples=examples(400), deadline=None)
 def test_fast_parser_agrees_with_argparse(argv: list[str]) -> None:
-    fast = opt._parse_fast(argv)
+    fast = opt_request.parse_fast(argv)
     reference = argparse_result(argv)
     if fast is None:
         return  # argparse decides: it is what parse_args falls back to
     assert reference is not None, argv
-    for name in opt.Options.__slots__:
+    for name in opt_request.Options.__slots__:
         assert getattr(fast, name) == getattr(reference, name), (name, argv)
 
 
 def test_fast_parser_takes_the_usual_command_line() -> None:
     argv = ["--input", "obj/m.o", "--index=idx/m.o.thinlto.bc", "--out", "out/m.o",
             "--args", "link.args", "--dwo", "out/m.dwo", "--", "clang", "-g", "-O2"]  # fmt: skip
-    parsed = opt._parse_fast(argv)
+    parsed = opt_request.parse_fast(argv)
     assert parsed is not None
     assert (parsed.input, parsed.index, parsed.out, parsed.args, parsed.dwo) == (
         "obj/m.o", "idx/m.o.thinlto.bc", "out/m.o", "link.args", "out/m.dwo")  # fmt: skip
@@ -181,7 +183,7 @@ def test_fast_parser_takes_the_usual_command_line() -> None:
      ["--input", "--index", "i", "--out", "o", "--", "clang"]],  # missing value
 )  # fmt: skip
 def test_fast_parser_leaves_the_unusual_to_argparse(argv: list[str]) -> None:
-    assert opt._parse_fast(argv) is None
+    assert opt_request.parse_fast(argv) is None
 
 
 @pytest.mark.parametrize("flags", [["-S", "-E"], ["-I"]], ids=["S-E", "isolated"])

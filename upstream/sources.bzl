@@ -65,6 +65,7 @@ DIST_LTO_SOURCES = [
     "dist_lto/llvm/module_flags.py",
     "dist_lto/llvm/summary.py",
     "dist_lto/llvm/toolchain.py",
+    "dist_lto/opt_request.py",
     "dist_lto/output_paths.py",
     "dist_lto/path_spelling.py",
     "dist_lto/planning/__init__.py",

@@ -2,7 +2,7 @@
 
 The arguments are the action's own (Buck2 sends the worker only those, and appends them
 to the fallback `dist-lto opt` command otherwise), so they are parsed by the same fast
-parser, checked by the same `commands/opt.execute` and reported with the same line
+parser, checked by the same `opt_request.execute` and reported with the same line
 (`cli.error_report`) and exit status. Only clang is run differently: in a compile server
 of this worker's, or forked from a waiting clang of its own (`CompilerPool`). An
 argument list the fast parser declines (never one our rules write) runs the command
@@ -13,9 +13,8 @@ import os
 import sys
 import threading
 
-from dist_lto import TYPE_CHECKING
+from dist_lto import TYPE_CHECKING, opt_request
 from dist_lto.cli import error_report, internal_error_report
-from dist_lto.commands import opt
 from dist_lto.distribute.compilers import WorkerCompiler
 from dist_lto.errors import EXIT_INTERNAL, DistLtoError
 from dist_lto.fsutil import write_output
@@ -32,9 +31,9 @@ _PACKAGE_MAIN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__f
                              "__main__.py")  # fmt: skip
 
 
-def _options(argv: list[str]) -> "opt.Options | None":
+def _options(argv: list[str]) -> "opt_request.Options | None":
     """The parsed request, or None for arguments only argparse should judge."""
-    parsed = opt._parse_fast(argv)
+    parsed = opt_request.parse_fast(argv)
     if parsed is None or parsed.print_command:
         return None
     return parsed
@@ -251,7 +250,9 @@ def run_request(
         runner = slots.gate(pooled, opts.unweighted, lambda: running.stopped)
         with slots.request(opts.unweighted):
             try:
-                warnings = opt.execute(opts, runner=runner, on_start=running.started, reuse=reuse)
+                warnings = opt_request.execute(
+                    opts, runner=runner, on_start=running.started, reuse=reuse
+                )
             finally:
                 running.close()
         return Reply(0, warnings)

@@ -1,0 +1,196 @@
+"""One backend as `dist-lto opt` asks for it: the request's options, the command they
+make and the checked run.
+
+Shared by the command (`commands/opt.py`), the opt worker (`worker/requests.py`),
+which runs the same requests with its own compilers, and upstream's opt
+(`upstream/opt.py`). Standard library only: it is on the opt path (docs/opt.md).
+"""
+
+import os
+
+from dist_lto import TYPE_CHECKING
+from dist_lto.backend import (
+    check_primary,
+    pass_through,
+    read_head,
+    run_backend,
+    split_dwarf_flags,
+    split_dwarf_in_object_flags,
+    target_flags,
+)
+from dist_lto.cli import scan
+from dist_lto.errors import BadInput
+from dist_lto.llvm.bitcode import is_bitcode
+from dist_lto.llvm.flags import read_args_file, translate
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from dist_lto.backend import Runner
+    from dist_lto.worker.reuse import Backend
+
+VALUE_OPTIONS = {"--input": "input", "--index": "index", "--out": "out", "--args": "args",
+                 "--dwo": "dwo", "--split-dwarf": "split_dwarf", "--ready": "ready"}  # fmt: skip
+FLAG_OPTIONS = {"--print-command": "print_command", "--no-lld-defaults": "no_lld_defaults",
+                "--unweighted": "unweighted"}  # fmt: skip
+SPLIT_DWARF_MODES = ("single", "split")
+
+
+class Options:
+    """A request: `dist-lto opt`'s command line, parsed."""
+
+    __slots__ = ("args", "command", "dwo", "index", "input", "no_lld_defaults", "out",
+                 "print_command", "ready", "split_dwarf", "unweighted")  # fmt: skip
+
+    def __init__(self) -> None:
+        self.input = ""
+        self.index = ""
+        self.out = ""
+        self.args: str | None = None
+        self.dwo: str | None = None
+        self.split_dwarf: str | None = None
+        """`single` or `split`; None: `split` with --dwo, else no split DWARF."""
+        self.print_command = False
+        self.no_lld_defaults = False
+        self.ready: str | None = None
+        """`--ready STAMP`: no backend, STAMP written empty."""
+        self.unweighted = False
+        """The action holds no local slot: the opt worker compiles it first, in a slot
+        another request brought (`worker/slots.py`); `dist-lto opt` itself ignores it."""
+        self.command: list[str] = []
+        """CLANG and the extra flags after `--`."""
+
+
+def parse_fast(argv: list[str]) -> Options | None:
+    """The common case, without argparse; None sends anything unusual to argparse."""
+    opts = Options()
+    positional = scan(argv, opts, VALUE_OPTIONS, FLAG_OPTIONS, rest="command")
+    if positional != [] or not opts.command or misfits(opts):
+        return None
+    return opts
+
+
+def misfits(opts: Options) -> list[str]:
+    """What the options lack or have too much of: a backend needs its module, index and
+    output; `--ready` takes only the compiler."""
+    if opts.ready is None:
+        return [name for name, value in (("--input", opts.input), ("--index", opts.index),
+                                         ("--out", opts.out)) if not value]  # fmt: skip
+    given = (("--input", opts.input), ("--index", opts.index), ("--out", opts.out),
+             ("--args", opts.args), ("--dwo", opts.dwo), ("--split-dwarf", opts.split_dwarf),
+             ("--print-command", opts.print_command),
+             ("--unweighted", opts.unweighted))  # fmt: skip
+    return [name for name, value in given if value]
+
+
+def split_dwarf_mode(opts: Options) -> str | None:
+    """The split-DWARF mode the options ask for (None: none), checked."""
+    mode = opts.split_dwarf or ("split" if opts.dwo else None)
+    if mode is not None and mode not in SPLIT_DWARF_MODES:
+        raise BadInput(f"--split-dwarf={mode}: expected one of {', '.join(SPLIT_DWARF_MODES)}")
+    if (mode == "split") != bool(opts.dwo):
+        raise BadInput("--split-dwarf=split and --dwo go together")
+    return mode
+
+
+def backend_command(opts: Options, mode: str | None) -> list[str]:
+    """CLANG -c -x ir INPUT -fthinlto-index=INDEX <translated flags> <extra flags>, no -o
+    (with split DWARF kept in the object, `mode` single, the flags naming OUT in its
+    skeleton)."""
+    link_flags = read_args_file(opts.args) if opts.args else []
+    backend = translate(link_flags, lld_defaults=not opts.no_lld_defaults, origin=opts.args or "")
+    if backend.split_dwarf and not mode:
+        raise BadInput(
+            f"{opts.args}: the link asks for split DWARF (-gsplit-dwarf or dwo_dir); pass --dwo"
+            " or --split-dwarf=single"
+        )
+    clang, *extra = opts.command
+    if not mode and any(flag.startswith("-gsplit-dwarf") for flag in extra):
+        raise BadInput("-gsplit-dwarf in the extra flags needs --dwo (clang would name the .dwo"
+                       " after a temporary file)")  # fmt: skip
+    in_object = split_dwarf_in_object_flags(opts.out) if mode == "single" else []
+    model = []
+    if backend.pic is None:  # -r: the module's own model, as in LLD (only then imported)
+        from dist_lto.llvm.module_flags import module_relocation_flag, says_relocation_model
+
+        if not says_relocation_model(backend.flags + extra):
+            model = [module_relocation_flag(opts.input)]
+    return [clang, "-c", "-x", "ir", opts.input, f"-fthinlto-index={opts.index}",
+            *backend.flags, *model, *target_flags(opts.input), *extra, *in_object]  # fmt: skip
+
+
+def check_outputs(opts: Options) -> None:
+    """Refuse an output that names an input (or the other output): outputs are removed
+    before clang runs, so the input would be lost. Compared by resolved path, not by
+    inode: an earlier pass-through leaves `--out` a hard link of `--input`."""
+    inputs = [("--input", opts.input), ("--index", opts.index), ("--args", opts.args)]
+    outputs = [("--out", opts.out), ("--dwo", opts.dwo)]
+    seen = [(name, path, os.path.realpath(path)) for name, path in inputs if path]
+    for name, path in outputs:
+        if not path:
+            continue
+        real = os.path.realpath(path)
+        for other_name, other, other_real in seen:
+            if real == other_real:
+                raise BadInput(f"{path}: {name} names the same file as {other_name} {other!r}")
+        seen.append((name, path, real))
+
+
+def describe(opts: Options) -> str:
+    """What `--print-command` prints: the backend command, or what happens to a
+    non-bitcode input; the same checks as `execute` before it."""
+    check_outputs(opts)
+    mode = split_dwarf_mode(opts)
+    if not is_bitcode(read_head(opts.input, "module", 4)):
+        return f"# {opts.input} is not LLVM bitcode: it is passed to {opts.out} unchanged"
+    return _quote_command(backend_command(opts, mode) + _output_flags(opts))
+
+
+def execute(
+    opts: Options,
+    *,
+    runner: "Runner | None" = None,
+    on_start: "Callable[[int], None] | None" = None,
+    before_run: "Callable[[], None] | None" = None,
+    reuse: "Callable[[list[str]], Backend | None] | None" = None,
+) -> bytes:
+    """Run the backend `opts` ask for (not `--print-command`); clang's warnings.
+
+    The one path of `dist-lto opt` and of the opt worker (`dist_lto.worker`), which
+    passes its served `runner` and its `reuse` store (`worker/reuse.py`: the
+    object of this backend's last run when only modules it imports from changed, and
+    not what it imports); `before_run` is called once the checks have passed, just
+    before clang starts.
+    """
+    check_outputs(opts)
+    mode = split_dwarf_mode(opts)
+    if not is_bitcode(read_head(opts.input, "module", 4)):
+        pass_through(opts.input, opts.out, opts.dwo)
+        return b""
+    command = backend_command(opts, mode)
+    seen = reuse(command) if reuse is not None else None
+    check_primary(opts.input, opts.index, seen.inputs.table if seen is not None else None)
+    if seen is not None and (reused := seen.try_reuse(on_start)) is not None:
+        return reused
+    if before_run is not None:
+        before_run()
+    warnings = run_backend(
+        command, module=opts.input, output=opts.out, dwo=opts.dwo, on_start=on_start,
+        runner=runner,
+    )  # fmt: skip
+    if seen is not None:
+        seen.remember(warnings)
+    return warnings
+
+
+def _output_flags(opts: Options) -> list[str]:
+    flags = ["-o", opts.out]
+    if opts.dwo:
+        flags += split_dwarf_flags(opts.dwo, opts.dwo)
+    return flags
+
+
+def _quote_command(argv: list[str]) -> str:
+    import shlex
+
+    return " ".join(shlex.quote(arg) for arg in argv)
