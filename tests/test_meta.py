@@ -72,6 +72,15 @@ def valid_meta() -> dict[str, Any]:
                         "whole": True,
                     },
                     {"kind": "args", "args": ["-lm"]},
+                    {
+                        "kind": "archive",
+                        "index": 1,
+                        "objects": ["lib/c.o", "lib/d.o"],
+                        "plan_output": "out/ap/1.json",
+                        "index_dir": "out/ai/1",
+                        "opt_objects_dir": "out/ao/1",
+                        "whole": False,
+                    },
                 ],
             },
         ],
@@ -87,9 +96,13 @@ def error(doc: object) -> str:
 def test_valid_meta_keeps_link_order_and_paths_as_given() -> None:
     meta = parse_meta(valid_meta(), FILE)
     kinds = [type(x) for g in meta.groups for x in g.linkables]
-    assert kinds == [ObjectInput, ObjectInput, ArchiveInput, ArgsInput]
+    assert kinds == [ObjectInput, ObjectInput, ArchiveInput, ArgsInput, ArchiveInput]
     assert [o.path for o in meta.objects()] == ["obj/a.o", "obj/b.o"]
     assert meta.archives()[0].whole is True
+    assert (meta.archives()[0].manifest, meta.archives()[0].objects) == (
+        "prep/u/manifest.json", None)  # fmt: skip
+    assert (meta.archives()[1].manifest, meta.archives()[1].objects) == (
+        None, ("lib/c.o", "lib/d.o"))  # fmt: skip
     assert meta.groups[0].pre_flags == ("-Wl,--as-needed",)
     assert meta.groups[1].pre_flags == ()  # optional, defaults to empty
 
@@ -158,6 +171,38 @@ def test_a_meta_written_from_records_reads_back_as_the_same_link() -> None:
             lambda d: d["groups"][0].update(pre_flags="-lm"),
             "meta.json: /groups/0/pre_flags: expected array, got string",
         ),
+        (
+            lambda d: d["groups"][1]["linkables"][0].update(objects=["lib/e.o"]),
+            "meta.json: /groups/1/linkables/0: an archive gives its `manifest` or its"
+            " `objects`: both given",
+        ),
+        (
+            lambda d: d["groups"][1]["linkables"][2].pop("objects"),
+            "meta.json: /groups/1/linkables/2: an archive gives its `manifest` or its"
+            " `objects`: neither given",
+        ),
+        (
+            lambda d: d["groups"][1]["linkables"][2].update(objects=[]),
+            "meta.json: /groups/1/linkables/2/objects: an archive of no objects",
+        ),
+        (
+            lambda d: d["groups"][1]["linkables"][2].update(objects=["lib/c.o", 3]),
+            "meta.json: /groups/1/linkables/2/objects/1: expected string, got integer",
+        ),
+        (
+            lambda d: d["groups"][1]["linkables"][2].update(objects=["lib/c.o", ""]),
+            "meta.json: /groups/1/linkables/2/objects/1: empty path",
+        ),
+        (
+            lambda d: d["groups"][1]["linkables"][2].update(objects=["lib/c.o", "obj/./a.o"]),
+            "meta.json: /groups/1/linkables/2/objects/1: 'obj/./a.o' names the same file as"
+            " the object at /groups/0/linkables/0",
+        ),
+        (
+            lambda d: d["groups"][1]["linkables"][2].update(objects=["lib/c.o", "out/ap/0.json"]),
+            "meta.json: /groups/1/linkables/0/plan_output: output 'out/ap/0.json' is an input:"
+            " the object at /groups/1/linkables/2/objects/1",
+        ),
     ],
 )
 def test_each_defect_is_reported_with_its_json_pointer(mutate: Any, expected: str) -> None:
@@ -197,6 +242,7 @@ _KEYS = [
     "path",
     "args",
     "manifest",
+    "objects",
     "whole",
     "pre_flags",
     "plan_output",

@@ -161,11 +161,12 @@ def obj(index: int, path: str, index_output: str | None = None) -> dict[str, Any
     }
 
 
-def archive(index: int, manifest: str, **extra: Any) -> dict[str, Any]:
+def archive(index: int, manifest: str | None, **extra: Any) -> dict[str, Any]:
+    """An archive linkable: prepared (its manifest), or given by its `objects=[...]`."""
     return {
         "kind": "archive",
         "index": index,
-        "manifest": manifest,
+        **({} if manifest is None else {"manifest": manifest}),
         "plan_output": f"out/archive-plans/{index}.json",
         "index_dir": f"out/archive-index/{index}",
         "opt_objects_dir": f"out/archive-opt/{index}",
@@ -381,6 +382,61 @@ def test_lazy_member_never_loaded_gets_no_backend_and_stays_out_of_the_final_lin
     native = by_name["native_member.o"]
     assert (native["is_bitcode"], native["opt"], native["index_file"]) == (False, False, None)
     assert not any("util_b" in a for a in final_args(work))
+    assert read_link_plan(str(work / "out/link-plan.json"))["archives"][0] == {
+        "index": 0,
+        "native_members": 1,
+        "opt_members": 1,
+        "unused_members": 1,
+    }
+
+
+def objects_meta() -> dict[str, Any]:
+    """`full_meta` with each archive given by its objects instead of a prepared manifest."""
+    util = ["lib/util_a.o", "lib/util_b.o", "lib/native_member.o"]
+    return meta_doc(
+        group(obj(0, "obj/main.o"), obj(1, "obj/helper.o"), obj(2, "obj/native_obj.o")),
+        group(archive(0, None, objects=util)),
+        group(archive(1, None, objects=["thin/thin1.o", "thin/thin2.o"])),
+        group(archive(2, None, objects=["whole/ctor.o"]), pre=["-Wl,--whole-archive"],
+              post=["-Wl,--no-whole-archive"]),  # fmt: skip
+        group(
+            {"kind": "args", "args": ["-Wl,-T,script.ld", "-L.", "-lgreet", "-Wl,-rpath,$ORIGIN"]}
+        ),
+    )
+
+
+def test_archives_given_by_their_objects_link_as_their_prepared_twins_do(
+    work: Path, llvm: Llvm
+) -> None:
+    doc = objects_meta()
+    write_meta(work, doc)
+    plan(work, llvm)
+    assert not (work / "prep").exists()  # nothing prepared
+    assert run_backends(work, llvm, doc) == 5  # main, helper, util_a, thin1, ctor
+    assert final_link(work, llvm) == EXPECTED_OUTPUT
+    util = read_archive_plan(str(work / "out/archive-plans/0.json"))
+    assert util["manifest"] is None
+    by_name = {m["name"]: m for m in util["members"]}
+    assert by_name["util_a.o"]["input"] == "lib/util_a.o"  # spelled as the meta spells it
+    assert by_name["util_a.o"]["opt_object"] == "0/util_a.o"
+    assert by_name["util_b.o"]["opt"] is False  # lazy, never loaded
+    assert final_args(work) == [
+        "out/opt/0.o",
+        "out/opt/1.o",
+        "obj/native_obj.o",
+        "out/archive-opt/0/0/util_a.o",
+        "-Wl,--start-lib",
+        "lib/native_member.o",
+        "-Wl,--end-lib",
+        "out/archive-opt/1/0/thin1.o",
+        "-Wl,--whole-archive",
+        "out/archive-opt/2/0/ctor.o",
+        "-Wl,--no-whole-archive",
+        "-Wl,-T,script.ld",
+        "-L.",
+        "-lgreet",
+        "-Wl,-rpath,$ORIGIN",
+    ]
     assert read_link_plan(str(work / "out/link-plan.json"))["archives"][0] == {
         "index": 0,
         "native_members": 1,

@@ -139,3 +139,25 @@ def read_manifest(path: str) -> Manifest:
     from dist_lto.formats.jsonio import read_json
 
     return parse_manifest(read_json(path, "archive manifest"), path)
+
+
+def objects_manifest(paths: tuple[str, ...], file: str, archive: str) -> Manifest:
+    """What `prepare` would list for an archive given by its objects (a meta archive's
+    `objects`): each object where it is, spelled as given, its size and bitcode flag
+    from the file itself. `file` names the archive in messages."""
+    import os
+
+    from dist_lto.errors import BadInput
+    from dist_lto.fsutil import open_input
+    from dist_lto.llvm.bitcode import is_bitcode
+
+    members = []
+    for position, path in enumerate(paths):
+        with open(open_input(path, "object"), "rb") as f:
+            try:
+                size = os.fstat(f.fileno()).st_size
+                head = f.read(4)
+            except OSError as err:
+                raise BadInput(f"{path}: cannot read object: {err.strerror}") from None
+        members.append(Member(posixpath.basename(path), position, path, size, is_bitcode(head)))
+    return Manifest(file=file, archive=archive, thin=True, members=tuple(members))

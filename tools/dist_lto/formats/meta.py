@@ -25,6 +25,7 @@ _ARCHIVE_KEYS = {
     "kind",
     "index",
     "manifest",
+    "objects",
     "plan_output",
     "index_dir",
     "opt_objects_dir",
@@ -32,7 +33,8 @@ _ARCHIVE_KEYS = {
 }
 _ARGS_KEYS = {"kind", "args"}
 KINDS = ("object", "archive", "args")
-"""Linkable kinds: a tracked object, an archive prepared by `dist-lto prepare`, plain args."""
+"""Linkable kinds: a tracked object, an archive (prepared by `dist-lto prepare`, or given
+by its objects), plain args."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,15 +52,18 @@ class ObjectInput:
 
 @dataclass(frozen=True, slots=True)
 class ArchiveInput:
-    """An archive prepared by `dist-lto prepare`, represented by its manifest."""
+    """An archive: the manifest `dist-lto prepare` wrote for it, or (`objects`) the
+    objects it was made of, where they are, in archive order. Exactly one is set."""
 
     index: int
-    manifest: str
+    manifest: str | None
     plan_output: str
     index_dir: str
     opt_objects_dir: str
     whole: bool
     pointer: str
+    objects: tuple[str, ...] | None = None
+    """Each spelled exactly as the backend will spell it, like an object's `path`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,11 +115,13 @@ class _Parser:
         self.manifests: dict[str, str] = {}
 
     def path(self, obj: dict[str, Any], key: str, pointer: str) -> str:
-        value = self.f.get(obj, key, str, pointer)
+        return self.checked_path(self.f.get(obj, key, str, pointer), f"{pointer}/{key}")
+
+    def checked_path(self, value: str, where: str) -> str:
         if not value:
-            self.f.fail(f"{pointer}/{key}", "empty path")
+            self.f.fail(where, "empty path")
         if "\n" in value or "\r" in value or "\0" in value:
-            self.f.fail(f"{pointer}/{key}", "path contains a newline or NUL character")
+            self.f.fail(where, "path contains a newline or NUL character")
         return value
 
     def output(
@@ -165,8 +172,15 @@ class _Parser:
 
     def archive(self, item: dict[str, Any], pointer: str) -> ArchiveInput:
         self.f.only_keys(item, _ARCHIVE_KEYS, pointer)
-        manifest = self.path(item, "manifest", pointer)
-        self.manifests.setdefault(posixpath.normpath(manifest), pointer)
+        if ("manifest" in item) == ("objects" in item):
+            both = "both" if "manifest" in item else "neither"
+            self.f.fail(pointer, f"an archive gives its `manifest` or its `objects`: {both} given")
+        manifest = objects = None
+        if "manifest" in item:
+            manifest = self.path(item, "manifest", pointer)
+            self.manifests.setdefault(posixpath.normpath(manifest), pointer)
+        else:
+            objects = self.members(item, pointer)
         return ArchiveInput(
             index=self.index(item, pointer, self.archive_indices, "archive"),
             manifest=manifest,
@@ -175,7 +189,20 @@ class _Parser:
             opt_objects_dir=self.output(item, "opt_objects_dir", pointer, directory=True),
             whole=self.f.optional(item, "whole", bool, pointer, False),
             pointer=pointer,
+            objects=objects,
         )
+
+    def members(self, item: dict[str, Any], pointer: str) -> tuple[str, ...]:
+        """An archive's `objects`: at least one, each a path no other input names."""
+        paths = self.f.strings(item, "objects", pointer)
+        if not paths:
+            self.f.fail(f"{pointer}/objects", "an archive of no objects")
+        for i, path in enumerate(paths):
+            at = f"{pointer}/objects/{i}"
+            other = self.inputs.setdefault(posixpath.normpath(self.checked_path(path, at)), at)
+            if other != at:
+                self.f.fail(at, f"{path!r} names the same file as the object at {other}")
+        return tuple(paths)
 
     def linkable(self, item: object, pointer: str) -> Linkable:
         obj = self.f.expect(item, dict, pointer)
@@ -230,11 +257,11 @@ class _Parser:
                 self.f.fail(where, f"output {path!r} is an input: {inputs[path]}")
 
 
-_ARCHIVE_REQUIRED = _ARCHIVE_KEYS - {"whole"}
+_ARCHIVE_REQUIRED = _ARCHIVE_KEYS - {"whole", "manifest", "objects"}
 _OBJECT_STRINGS = itemgetter("path", "index_output", "plan_output", "opt_output")
 """An object linkable's string fields, in `ObjectInput`'s order."""
-_ARCHIVE_STRINGS = itemgetter("manifest", "plan_output", "index_dir", "opt_objects_dir")
-"""An archive linkable's string fields, in `ArchiveInput`'s order."""
+_ARCHIVE_STRINGS = itemgetter("plan_output", "index_dir", "opt_objects_dir")
+"""An archive linkable's output fields, in `ArchiveInput`'s order."""
 
 
 def _strings(item: dict[str, Any], fields: itemgetter[Any]) -> tuple[str, ...] | None:
@@ -317,13 +344,23 @@ def _fast_meta(doc: object, file: str) -> Meta | None:
                 fields = _strings(item, _ARCHIVE_STRINGS)
                 if type(index) is not int or index < 0 or type(whole) is not bool or fields is None:
                     return None
-                manifest, plan_output, index_out, opt_dir = fields
+                manifest, members = item.get("manifest"), item.get("objects")
+                if type(manifest) is str and "objects" not in item:
+                    manifests.append(manifest)
+                elif (
+                    "manifest" in item or type(members) is not list or not members
+                    or not all(type(m) is str for m in members)
+                ):  # fmt: skip
+                    return None
+                else:
+                    inputs += members
+                plan_output, index_out, opt_dir = fields
                 archives.append(index)
-                manifests.append(manifest)
                 outputs += (plan_output, index_out, opt_dir)
                 items.append(
                     ArchiveInput(index, manifest, plan_output, index_out, opt_dir, whole,
-                                 f"/groups/{gi}/linkables/{li}")
+                                 f"/groups/{gi}/linkables/{li}",
+                                 None if members is None else tuple(members))
                 )  # fmt: skip
             elif kind == "args":
                 args = item["args"] if item.keys() == _ARGS_KEYS else None
@@ -375,10 +412,13 @@ def _linkable_document(item: Linkable) -> dict[str, Any]:
             "opt_output": item.opt_output,
         }
     if type(item) is ArchiveInput:
+        source = (
+            {"manifest": item.manifest} if item.objects is None else {"objects": list(item.objects)}
+        )
         return {
             "kind": "archive",
             "index": item.index,
-            "manifest": item.manifest,
+            **source,
             "plan_output": item.plan_output,
             "index_dir": item.index_dir,
             "opt_objects_dir": item.opt_objects_dir,

@@ -41,7 +41,8 @@ class PlannedModule:
 @dataclass(frozen=True, slots=True)
 class PlannedArchive:
     index: int
-    manifest: str
+    manifest: str | None
+    """None for an archive the meta gives by its objects."""
     members: tuple[Key, ...]
 
 

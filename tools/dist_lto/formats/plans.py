@@ -61,7 +61,8 @@ class MemberPlan(TypedDict):
 class ArchivePlan(TypedDict):
     version: int
     index: int
-    manifest: str
+    manifest: str | None
+    """None for an archive the meta gives by its objects."""
     index_dir: str
     opt_objects_dir: str
     whole: bool
@@ -145,7 +146,8 @@ def parse_archive_plan(doc: object, file: str) -> ArchivePlan:
     obj = f.version(doc, PLAN_VERSION)
     f.only_keys(obj, _ARCHIVE_PLAN_KEYS, "")
     f.get(obj, "index", int, "")
-    for key in ("manifest", "index_dir", "opt_objects_dir"):
+    _optional_str(f, obj, "manifest", "")
+    for key in ("index_dir", "opt_objects_dir"):
         f.get(obj, key, str, "")
     f.get(obj, "whole", bool, "")
     for i, item in enumerate(f.get(obj, "members", list, "")):

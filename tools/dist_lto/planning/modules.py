@@ -80,10 +80,11 @@ def module_size(module: Module) -> int:
     return module.origin[1].size  # type: ignore[index]
 
 
-def member_rels(members: tuple[Member, ...]) -> list[str]:
+def member_rels(members: tuple[Member, ...], by_position: bool = False) -> list[str]:
     """Names for members' outputs: their manifest paths, or `POSITION/BASENAME` for all
-    members when any path is absolute or climbs (so names never collide)."""
-    if all_plain([m.path for m in members]):
+    members when any path is absolute or climbs (so names never collide), or when
+    `by_position` (an archive given by its objects: their paths are the build's)."""
+    if not by_position and all_plain([m.path for m in members]):
         return [m.path for m in members]
     return [f"{m.position}/{posixpath.basename(m.path) or 'member'}" for m in members]
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.formats.jsonio import dumps
-from dist_lto.formats.manifest import Member, read_manifest
+from dist_lto.formats.manifest import Member, objects_manifest, read_manifest
 from dist_lto.formats.meta import ArchiveInput, Meta, ObjectInput, read_meta
 from dist_lto.formats.plans import (
     LINK_PLAN_VERSION,
@@ -71,23 +71,30 @@ class Planner:
             self.object_modules[o.index] = module
         declared: dict[str, ArchiveInput] = {}
         for a in meta.archives():
-            first = declared.setdefault(posixpath.normpath(a.manifest), a)
-            if first is not a:
-                raise BadInput(
-                    f"{meta.file}: {a.pointer}: archive {a.index} repeats archive {first.index}"
-                    f" ({first.pointer}), manifest {a.manifest!r}: declare each archive once"
-                    " (LLD loads an archive's members once however often the link line names"
-                    " it, so dropping the repeat changes nothing)"
-                )
-            manifest = read_manifest(a.manifest)
-            base = posixpath.dirname(a.manifest)
+            if a.objects is not None:  # spelled as the backends spell them, like objects
+                where = f"{meta.file}: {a.pointer}"
+                manifest = objects_manifest(a.objects, where, f"archive {a.index}")
+                spelled_members = list(a.objects)
+            else:
+                assert a.manifest is not None
+                first = declared.setdefault(posixpath.normpath(a.manifest), a)
+                if first is not a:
+                    raise BadInput(
+                        f"{meta.file}: {a.pointer}: archive {a.index} repeats archive"
+                        f" {first.index} ({first.pointer}), manifest {a.manifest!r}: declare"
+                        " each archive once (LLD loads an archive's members once however often"
+                        " the link line names it, so dropping the repeat changes nothing)"
+                    )
+                manifest = read_manifest(a.manifest)
+                base = posixpath.dirname(a.manifest)
+                spelled_members = [posixpath.normpath(posixpath.join(base, m.path))
+                                   for m in manifest.members]  # fmt: skip
             members: list[tuple[Member, Module]] = []
-            for m in manifest.members:
-                spelled = posixpath.normpath(posixpath.join(base, m.path))
+            for m, spelled in zip(manifest.members, spelled_members, strict=True):
                 module = Module(spelled, a.index, m.position, (manifest, m))
                 self._add(module)
                 members.append((m, module))
-            rels = member_rels(manifest.members)
+            rels = member_rels(manifest.members, by_position=a.objects is not None)
             self.archives[a.index] = Archive(a, manifest, whole[a.index], members, rels)
         for module in modules.values():
             if not module.name.isascii():
@@ -200,7 +207,7 @@ class Planner:
         prefix = norm(layout.prefix.rstrip("/")) + "/"
         inputs = [(module.name, module.describe(file)) for module in self.modules.values()]
         inputs += [(a.input.manifest, f"{file}: {a.input.pointer} (its manifest)")
-                   for a in self.archives.values()]  # fmt: skip
+                   for a in self.archives.values() if a.input.manifest is not None]  # fmt: skip
         inputs.append((file, "the meta file"))
         for path, where in inputs:
             spelled = norm(path)
