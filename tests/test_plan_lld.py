@@ -397,8 +397,11 @@ def objects_meta() -> dict[str, Any]:
         group(obj(0, "obj/main.o"), obj(1, "obj/helper.o"), obj(2, "obj/native_obj.o")),
         group(archive(0, None, objects=util)),
         group(archive(1, None, objects=["thin/thin1.o", "thin/thin2.o"])),
-        group(archive(2, None, objects=["whole/ctor.o"]), pre=["-Wl,--whole-archive"],
-              post=["-Wl,--no-whole-archive"]),  # fmt: skip
+        group(
+            archive(2, None, objects=["whole/ctor.o"]),
+            pre=["-Wl,--whole-archive"],
+            post=["-Wl,--no-whole-archive"],
+        ),
         group(
             {"kind": "args", "args": ["-Wl,-T,script.ld", "-L.", "-lgreet", "-Wl,-rpath,$ORIGIN"]}
         ),
