@@ -48,6 +48,8 @@ LIB = {
         cxx_library(name = "lib", srcs = ["a/util.c", "b/util.c", "unused.c"], lto = LTO)
         cxx_binary(name = "app", srcs = ["main.c"], deps = [":lib"], lto = LTO)
         cxx_binary(name = "app-dist", srcs = ["main.c"], deps = [":lib"], dist_lto = True)
+        prebuilt_cxx_library(name = "pre", static_lib = ":lib", bitcode = True)
+        cxx_binary(name = "app-prepared", srcs = ["main.c"], deps = [":pre"], dist_lto = True)
     """,
     "a/util.c": "int twice(int x) { return 2 * x; }\n",
     "b/util.c": "int thrice(int x) { return 3 * x; }\n",
@@ -283,9 +285,10 @@ def test_editing_one_source_reruns_only_what_depends_on_it(buck2: Buck2) -> None
     assert run(exe) == "10 7\n"
     full = buck2.what_ran()
     assert Counter(r.category for r in full if r.category.startswith("thin_lto")) == {
-        "thin_lto_opt_ready": 1, "thin_lto_prepare": 1, "thin_lto_plan": 1, "thin_lto_opt": 4,
-        "thin_lto_link": 1,
+        "thin_lto_opt_ready": 1, "thin_lto_plan": 1, "thin_lto_opt": 4, "thin_lto_link": 1,
     }  # fmt: skip
+    # The rules know the library's objects: its archive is neither prepared nor made.
+    assert "archive" not in {r.category for r in full}
     imports = _imports(buck2, full)
     assert "leaf.o" in imports["mid.o"], imports  # ThinLTO imports leaf() into mid.o
 
@@ -296,7 +299,7 @@ def test_editing_one_source_reruns_only_what_depends_on_it(buck2: Buck2) -> None
     rebuilt = buck2.what_ran()
     counts = Counter(r.category for r in rebuilt)
     assert counts["cxx_compile"] == 1
-    assert counts["thin_lto_prepare"] == counts["thin_lto_plan"] == counts["thin_lto_link"] == 1
+    assert counts["thin_lto_plan"] == counts["thin_lto_link"] == 1
     reran = {Path(r.argv[r.argv.index("--input") + 1]).name
              for r in rebuilt if r.category == "thin_lto_opt"}  # fmt: skip
     # Exactly the edited module and the modules that import it; the others' actions
@@ -320,14 +323,16 @@ def test_rules_refuse_a_plan_or_manifest_of_another_version_naming_the_file(
     formats.write_text(
         text.replace(f"{kind}_VERSION = {written}\n", f"{kind}_VERSION = {expected}\n")
     )
+    # Only an archive whose objects the rules do not know (a prebuilt one) is prepared.
+    target = "app-dist" if kind == "PLAN" else "app-prepared"
     other = Buck2(project)
     try:
         lib_package(other, "lib", lto=True)
-        proc = other.build("//lib:app-dist", check=False)
+        proc = other.build(f"//lib:{target}", check=False)
     finally:
         other.kill()
     assert proc.returncode != 0
     what = "(object|archive|link) plan" if kind == "PLAN" else "manifest"
-    refused = (rf"root//lib:app-dist: \S+\.json: {what} version {written},"
+    refused = (rf"root//lib:{target}: \S+\.json: {what} version {written},"
                rf" where these rules read version {expected}")  # fmt: skip
     assert re.search(refused, proc.stderr), proc.stderr[-3000:]

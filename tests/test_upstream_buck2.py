@@ -512,12 +512,13 @@ def test_remote_prepare_of_a_thin_archive_fails_naming_the_missing_member(
     )
 
 
-def test_our_phases_prepare_and_optimise_a_thin_archive_on_the_remote_engine(
+def test_our_phases_plan_and_optimise_a_thin_archive_on_the_remote_engine(
     remote_buck2: Buck2,
 ) -> None:
     """Forced to thin archives under remote execution (where upstream's prepare action
-    fails, above), dist_lto_cxx_binary's prepare and opt actions run on the engine: each
-    gets the thin archive's members it reads as inputs."""
+    fails, above), dist_lto_cxx_binary prepares nothing (a thin archive's members are
+    known) and its plan and opt actions run on the engine: each gets the members it
+    reads as inputs."""
     proc = remote_buck2(
         "build",
         "--console=simple",
@@ -531,8 +532,8 @@ def test_our_phases_prepare_and_optimise_a_thin_archive_on_the_remote_engine(
     assert run(program, args) == expected
     ran = [r for r in remote_buck2.what_ran() if r.target == "root//cpp:shapes_report-fine"]
     where = {(r.category, r.identifier): r.executor for r in ran}
-    thin = [k for k in where if k[0] == "thin_lto_prepare" and k[1].endswith("libshapes.a")]
-    assert thin and where[thin[0]] == "Re", where
+    assert not [k for k in where if k[0] == "thin_lto_prepare"], where
+    assert where[("thin_lto_plan", "shapes_report-fine")] == "Re", where
     opt = {
         os.path.basename(k[1].split(":", 1)[1]): v
         for k, v in where.items()

@@ -44,22 +44,15 @@ def _flags(flags: list) -> list[str | Artifact | cmd_args]:
     file as its arguments."""
     return [f if isinstance(f, str) or isinstance(f, Artifact) else cmd_args(f) for f in flags]
 
-def _lazy_objects(ctx: AnalysisContext, toolchain: CxxToolchainInfo, objects: list[Artifact], number: int) -> ArchiveLinkable:
+def _lazy_objects(objects: list[Artifact]) -> ArchiveLinkable:
     """Objects the link loads only when needed (`--start-lib ... --end-lib`, a
-    `cxx_library` with `use_archive = False`) as a thin archive of them: the phases
-    prepare, plan and link it as they do any thin archive (never-loaded objects get
-    no opt action, members stay single inputs)."""
-    archive = ctx.actions.declare_output("dist_lto_lazy/{}/lib.a".format(number))
-    ctx.actions.run(
-        cmd_args(toolchain.linker_info.archiver, "qcs", "--thin", archive.as_output(), objects),
-        category = "archive",
-        identifier = "lazy objects {}".format(number),
-    )
-    return ArchiveLinkable(archive = archive, members = objects, bitcode = True, whole = False)
+    `cxx_library` with `use_archive = False`) as an archive given by its objects: the
+    phases plan and link it as they do any archive (never-loaded objects get no opt
+    action, members stay single inputs); no archive file is made."""
+    return ArchiveLinkable(archive = None, members = [], objects = objects, bitcode = True, whole = False)
 
-def _linkables(ctx: AnalysisContext, toolchain: CxxToolchainInfo, info: LinkInfo, lazy: list[int]) -> list:
-    """One upstream `LinkInfo`'s linkables as ours, in order. `lazy` counts the lazy
-    object groups made so far (their archives' names)."""
+def _linkables(info: LinkInfo) -> list:
+    """One upstream `LinkInfo`'s linkables as ours, in order."""
     found = []
     what = info.name or "a dependency"
     for linkable in info.linkables:
@@ -74,8 +67,7 @@ def _linkables(ctx: AnalysisContext, toolchain: CxxToolchainInfo, info: LinkInfo
                 # Bitcode or not: the planner finds out and passes native ones through.
                 found.extend([ObjectLinkable(object = o, bitcode = True) for o in objects])
             else:
-                found.append(_lazy_objects(ctx, toolchain, objects, len(lazy)))
-                lazy.append(len(lazy))
+                found.append(_lazy_objects(objects))
         elif isinstance(linkable, UpstreamArchiveLinkable):
             thin = linkable.archive.archive_contents_type == ArchiveContentsType("thin")
             found.append(ArchiveLinkable(
@@ -93,15 +85,14 @@ def _linkables(ctx: AnalysisContext, toolchain: CxxToolchainInfo, info: LinkInfo
         # link line leaves them out too).
     return found
 
-def _groups(ctx: AnalysisContext, toolchain: CxxToolchainInfo, infos: list[LinkInfo]) -> list[LinkGroup]:
+def _groups(infos: list[LinkInfo]) -> list[LinkGroup]:
     groups = []
-    lazy = []
     for i, info in enumerate(infos):
         what = info.name or "link info {}".format(i)
         linkables = []
         if info.pre_flags:
             linkables.append(ArgsLinkable(args = _flags(info.pre_flags)))
-        linkables.extend(_linkables(ctx, toolchain, info, lazy))
+        linkables.extend(_linkables(info))
         if info.post_flags:
             linkables.append(ArgsLinkable(args = _flags(info.post_flags)))
         if linkables:
@@ -121,7 +112,7 @@ def _dist_lto_cxx_link_impl(ctx: AnalysisContext) -> list[Provider]:
     own_flags = _flags(_listed(linker_info.binary_linker_flags)) + ctx.attrs.linker_flags
     post_flags = _flags(_listed(linker_info.post_linker_flags))
     groups = [LinkGroup(owner = "linker_flags", linkables = [ArgsLinkable(args = own_flags)], cxx = False)]
-    groups += _groups(ctx, toolchain, infos)
+    groups += _groups(infos)
     groups.append(LinkGroup(owner = "post_linker_flags", linkables = [ArgsLinkable(args = post_flags)], cxx = False))
 
     # What the backends read of the link's flags (-O, -mllvm, ...), as upstream gives its

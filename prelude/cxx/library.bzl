@@ -38,6 +38,7 @@ def _cxx_library_impl(ctx: AnalysisContext) -> list[Provider]:
             members = [o.object for o in objects] if ctx.attrs.archive == "thin" else [],
             bitcode = any([o.bitcode for o in objects]),
             whole = ctx.attrs.link_whole,
+            objects = [o.object for o in objects],
         ))
     if ctx.attrs.exported_linker_flags:
         linkables.append(ArgsLinkable(args = ctx.attrs.exported_linker_flags))

@@ -18,7 +18,9 @@ def final_link(
         inputs += [link.objects[i].object for i in plan["native_objects"]]
         for entry in plan["archives"]:
             archive = link.archives[entry["index"]]
-            inputs += [archive.opt_dir, archive.objects_dir] + archive.linkable.members
+            inputs.append(archive.opt_dir)
+            if archive.objects_dir:
+                inputs.append(archive.objects_dir)
         cmd = cmd_args(
             driver_command,
             "-o",

@@ -27,17 +27,19 @@ def meta_object(index: int, path: Artifact, index_output, plan_output, opt_outpu
         "opt_output": opt_output,
     }
 
-def meta_archive(index: int, manifest: Artifact, plan_output, index_dir, opt_objects_dir, whole: bool) -> dict[str, typing.Any]:
-    """A prepared archive of the meta file: `index` numbers it among the link's archives."""
-    return {
+def meta_archive(index: int, source: Artifact | list[Artifact], plan_output, index_dir, opt_objects_dir, whole: bool) -> dict[str, typing.Any]:
+    """An archive of the meta file: `index` numbers it among the link's archives;
+    `source` is its prepared manifest, or the objects it was made of."""
+    doc = {
         "kind": "archive",
         "index": index,
-        "manifest": manifest,
         "plan_output": plan_output,
         "index_dir": index_dir,
         "opt_objects_dir": opt_objects_dir,
         "whole": whole,
     }
+    doc["objects" if type(source) == "list" else "manifest"] = source
+    return doc
 
 def meta_args(args: list) -> dict[str, typing.Any]:
     """Link-line arguments the planner passes through in place: strings, artifacts and

@@ -16,9 +16,11 @@ ObjectLinkable = record(
     bitcode = bool,
 )
 
-# An archive on the link line.
+# An archive on the link line, or objects linked as one (loaded only when needed).
 ArchiveLinkable = record(
-    archive = Artifact,
+    # The archive; None for objects the link loads lazily without one (`--start-lib`
+    # ... `--end-lib`), which `objects` lists.
+    archive = Artifact | None,
     # A thin archive's members, in archive order: the archive only names them, so
     # they are inputs of every action that reads it. Empty for a regular archive.
     members = list[Artifact],
@@ -27,6 +29,10 @@ ArchiveLinkable = record(
     bitcode = bool,
     # Linked with --whole-archive (every member, not only those that resolve symbols).
     whole = bool,
+    # The objects the archive was made of, in archive order, when the rule that made it
+    # knows them (our own libraries, of either kind): distributed ThinLTO links them as
+    # the archive's members and never prepares it. Empty: see `known_objects`.
+    objects = field(list[Artifact], []),
 )
 
 # Plain linker arguments (-l flags, say), passed unchanged, in place: strings, or
@@ -46,14 +52,20 @@ LinkGroup = record(
     cxx = bool,
 )
 
+def known_objects(linkable: ArchiveLinkable) -> list[Artifact]:
+    """The objects an archive was made of, if known: its `objects`, or a thin archive's
+    members. Empty for an archive distributed ThinLTO must prepare to see inside."""
+    return linkable.objects or linkable.members
+
 def linkable_args(linkable: Linkable) -> list:
     """What one linkable puts on a plain link line (strings and artifacts)."""
     if isinstance(linkable, ObjectLinkable):
         return [linkable.object]
     if isinstance(linkable, ArchiveLinkable):
+        files = [linkable.archive] if linkable.archive else ["-Wl,--start-lib"] + linkable.objects + ["-Wl,--end-lib"]
         if linkable.whole:
-            return [WHOLE_ARCHIVE, linkable.archive, NO_WHOLE_ARCHIVE]
-        return [linkable.archive]
+            return [WHOLE_ARCHIVE] + files + [NO_WHOLE_ARCHIVE]
+        return files
     if isinstance(linkable, ArgsLinkable):
         return list(linkable.args)
     fail("not a linkable: {}".format(linkable))

@@ -21,15 +21,16 @@
 # compiles do.
 
 load(":formats.bzl", "manifest_member_files", "read_archive_plan", "read_manifest", "read_object_plan")
+load(":linkables.bzl", "known_objects")
 load(":tools.bzl", "DistLtoTools", "opt_executable")
 load(":types.bzl", "DistLink")
 
 def _member_files(link: DistLink, artifacts, archive_index: int) -> dict[int, Artifact]:
-    """Archive `archive_index`'s members as the index step read them, by position: a
-    thin archive's own members, or files projected out of the prepared directory."""
+    """Archive `archive_index`'s members as the index step read them, by position: the
+    objects it was made of, or files projected out of the prepared directory."""
     archive = link.archives[archive_index]
-    if archive.linkable.members:
-        return {i: m for i, m in enumerate(archive.linkable.members)}
+    if not archive.manifest:
+        return {i: m for i, m in enumerate(known_objects(archive.linkable))}
     manifest = read_manifest(artifacts, archive.manifest)
     return manifest_member_files(manifest, archive.objects_dir, "archive {}".format(archive_index))
 
@@ -56,7 +57,7 @@ def _imports(link: DistLink, member: typing.Callable, plan: dict) -> list[Artifa
 
 def _manifests(link: DistLink) -> list[Artifact]:
     """The manifests an opt callback may read to find imported archive members."""
-    return [a.manifest for a in link.archives if not a.linkable.members]
+    return [a.manifest for a in link.archives if a.manifest]
 
 def _split_dwarf_args(link: DistLink, dwo) -> list:
     """`dist-lto opt`'s split-DWARF options for the link's mode (`dwo`: the module's

@@ -8,7 +8,7 @@
 # dynamic_output.
 
 load(":formats.bzl", "meta", "meta_archive", "meta_args", "meta_group", "meta_object")
-load(":linkables.bzl", "ArchiveLinkable", "LinkGroup", "ObjectLinkable", "linkable_args")
+load(":linkables.bzl", "ArchiveLinkable", "LinkGroup", "ObjectLinkable", "known_objects", "linkable_args")
 load(":package.bzl", "dist_lto_command")
 load(":prepare.bzl", "prepare_archive")
 load(":tools.bzl", "DistLtoTools")
@@ -56,14 +56,14 @@ def collect_link(
                 archive = _declare_archive(ctx, tools, name, linkable, len(archives), split_dwarf)
                 linkables.append(meta_archive(
                     len(archives),
-                    archive.manifest,
+                    archive.manifest or known_objects(linkable),
                     archive.plan.as_output(),
                     archive.index_dir.as_output(),
                     archive.opt_dir.as_output(),
                     linkable.whole,
                 ))
                 archives.append(archive)
-                static_inputs.extend(linkable.members)
+                static_inputs.extend(known_objects(linkable))
             else:
                 args = linkable_args(linkable)
                 static_inputs.extend([a for a in args if not isinstance(a, str)])
@@ -91,12 +91,12 @@ def _declare_archive(
         linkable: ArchiveLinkable,
         index: int,
         split_dwarf: bool) -> PreparedArchive:
-    prepared = prepare_archive(ctx, tools, link_name, linkable, index)
+    prepared = None if known_objects(linkable) else prepare_archive(ctx, tools, link_name, linkable, index)
     prefix = "dist_lto/{}/archives/{}".format(link_name, index)
     return PreparedArchive(
         linkable = linkable,
-        objects_dir = prepared.objects_dir,
-        manifest = prepared.manifest,
+        objects_dir = prepared.objects_dir if prepared else None,
+        manifest = prepared.manifest if prepared else None,
         plan = ctx.actions.declare_output(prefix, "plan.json"),
         index_dir = ctx.actions.declare_output(prefix, "index", dir = True),
         opt_dir = ctx.actions.declare_output(prefix, "opt", dir = True),
@@ -128,7 +128,8 @@ def run_plan(
         inputs.append(obj.object)
     for archive in link.archives:
         outputs += [archive.plan.as_output(), archive.index_dir.as_output()]
-        inputs += [archive.objects_dir, archive.manifest]
+        if archive.manifest:
+            inputs += [archive.objects_dir, archive.manifest]
     cmd = cmd_args(
         dist_lto_command(tools.python, tools.pkg, "plan"),
         meta_file,

@@ -28,16 +28,17 @@ BitcodeObject = record(
     dwo = Artifact | None,
 )
 
-# An archive that may hold bitcode, prepared into objects for the index step.
-# Invariant: `objects_dir` and `manifest` are bound by the prepare action (the
-# manifest's member paths are `objects/NAME` for a regular archive; a thin archive's
-# point at `linkable.members`); `plan` and `index_dir` by the plan action; `opt_dir`
-# (a symlink tree of the optimised members) and, in `split` mode, `dwo_dir` (their
-# .dwo files) by the archive's opt dynamic_output.
+# An archive that may hold bitcode, as the index step sees it: the objects it was made
+# of where the rules know them (`known_objects`), else prepared into objects.
+# Invariant: `objects_dir` and `manifest` are None for known objects, else bound by
+# the prepare action (the manifest's member paths are `objects/NAME`); `plan` and
+# `index_dir` by the plan action; `opt_dir` (a symlink tree of the optimised members)
+# and, in `split` mode, `dwo_dir` (their .dwo files) by the archive's opt
+# dynamic_output.
 PreparedArchive = record(
     linkable = ArchiveLinkable,
-    objects_dir = Artifact,
-    manifest = Artifact,
+    objects_dir = Artifact | None,
+    manifest = Artifact | None,
     plan = Artifact,
     index_dir = Artifact,
     opt_dir = Artifact,

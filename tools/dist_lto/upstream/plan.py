@@ -37,10 +37,9 @@ from dataclasses import dataclass, field
 
 from dist_lto import TYPE_CHECKING
 from dist_lto.errors import BadInput
-from dist_lto.formats.manifest import manifest_bytes
 from dist_lto.formats.meta import ArchiveInput, Group, Linkable, Meta, ObjectInput, parse_meta
 from dist_lto.fsutil import move, write_atomic
-from dist_lto.llvm.index_step import is_bitcode_file, is_raw_linker
+from dist_lto.llvm.index_step import is_raw_linker
 from dist_lto.output_paths import refuse_overlaps
 from dist_lto.planning import planner as ours
 from dist_lto.process import parts
@@ -58,7 +57,6 @@ from dist_lto.upstream.layout import manifest_for, objects_dir_for, opt_objects_
 from dist_lto.whole_files import WholeWriter
 
 if TYPE_CHECKING:
-    from dist_lto.formats.manifest import Entry
     from dist_lto.formats.plans import ArchivePlan, MemberPlan, ObjectPlan
 
 
@@ -67,48 +65,19 @@ class LazyGroup:
     """Meta objects that the link line lists between `--start-lib` and `--end-lib`.
 
     LLD loads such an object only when the link needs it, like an archive member, so
-    our planner gets the group as an archive whose manifest lists the objects where
-    they are: a member the link never loads gets no opt action and stays out of the
-    final link (its plan says `is_bc: false`, and the link plan names it neither
-    optimised nor native), a loaded bitcode member is linked plainly (so its static
-    constructors stay), native members stay lazy. The manifest lies in a directory
-    spelled like the objects (relative inside the working directory, or absolute), so
-    that its member paths resolve to the objects' own spelling, which every backend
-    and the index step share.
+    our planner gets the group as an archive given by its objects (docs/plan.md), each
+    spelled as upstream spells it, which every backend and the index step share: a
+    member the link never loads gets no opt action and stays out of the final link (its
+    plan says `is_bc: false`, and the link plan names it neither optimised nor native),
+    a loaded bitcode member is linked plainly (so its static constructors stay), native
+    members stay lazy.
     """
 
     index: int
     """The group's archive index in our meta: above every index upstream uses."""
     objects: list[UpstreamObject]
-    manifest: str
     index_dir: str
     opt_dir: str
-
-    def write_manifest(self) -> None:
-        base = posixpath.dirname(self.manifest)
-        members: list[Entry] = []
-        for position, obj in enumerate(self.objects):
-            rel = posixpath.relpath(obj.path, base)
-            if posixpath.normpath(posixpath.join(base, rel)) != obj.path:
-                raise BadInput(
-                    f"object {obj.path!r} between --start-lib and --end-lib: its path is not"
-                    " normalised, so no manifest can name it as the index step spells it"
-                )
-            try:
-                size = os.stat(obj.path).st_size
-            except OSError as err:
-                raise BadInput(f"{obj.path}: cannot read object: {err.strerror}") from None
-            members.append(
-                {
-                    "name": posixpath.basename(obj.path),
-                    "position": position,
-                    "path": rel,
-                    "size": size,
-                    "bitcode": is_bitcode_file(obj.path),
-                }
-            )
-        os.makedirs(base, exist_ok=True)
-        write_atomic(self.manifest, manifest_bytes(f"lazy-objects-{self.index}", True, members))
 
 
 def lazy_objects_at(up: UpstreamMeta, line: list[str], i: int) -> int:
@@ -124,11 +93,10 @@ def lazy_objects_at(up: UpstreamMeta, line: list[str], i: int) -> int:
 
 
 def our_meta(
-    up: UpstreamMeta, line: list[str], tail: list[str], scratch: str, lazy_dirs: tuple[str, str]
+    up: UpstreamMeta, line: list[str], tail: list[str], scratch: str
 ) -> tuple[dict, list[LazyGroup]]:
     """Our meta (docs/plan.md) for upstream's inputs, in the order of `line`, and the
-    groups of lazy objects in it, whose manifests go under one of `lazy_dirs` (relative,
-    absolute: `lazy_manifest_dirs`), spelled like their objects.
+    groups of lazy objects in it.
 
     Archive members appear on `line` as upstream wrote them: between `--start-lib` and
     `--end-lib`, or plainly when the archive is linked whole. Meta objects alone between
@@ -186,11 +154,9 @@ def our_meta(
         if lazy_count:
             k = len(groups)
             members = [up.objects[p] for p in line[i + 1 : i + 1 + lazy_count]]
-            base = lazy_dirs[all(posixpath.isabs(o.path) for o in members)]
             group = LazyGroup(
                 index=next_index + k,
                 objects=members,
-                manifest=posixpath.join(base, str(k), "manifest.json"),
                 index_dir=posixpath.join(scratch, "lazy-index", str(k)),
                 opt_dir=posixpath.join(scratch, "lazy-opt", str(k)),
             )
@@ -200,7 +166,7 @@ def our_meta(
                 {
                     "kind": "archive",
                     "index": group.index,
-                    "manifest": group.manifest,
+                    "objects": [o.path for o in members],
                     "plan_output": posixpath.join(scratch, "archive-plans", f"{group.index}.json"),
                     "index_dir": group.index_dir,
                     "opt_objects_dir": group.opt_dir,
@@ -389,32 +355,12 @@ def check_outputs(opts: Options, up: UpstreamMeta, cmd: IndexCommand) -> None:
     refuse_overlaps(outputs, inputs)
 
 
-def lazy_manifest_dirs(scratch: str, index_dir: str) -> tuple[str, str]:
-    """Where `LazyGroup` manifests go: a directory spelled relative to the working
-    directory and inside it (the scratch directory when it lies there, else upstream's
-    index directory), for objects spelled relative, and an absolute one."""
-    inside = [
-        posixpath.join(rel, name)
-        for base, name in ((scratch, "lazy-objects"), (index_dir, ".dist-lto-lazy-objects"))
-        if (rel := os.path.relpath(base)) != ".." and not rel.startswith("../")
-    ]
-    absolute = posixpath.join(os.path.abspath(scratch), "lazy-objects")
-    # Neither inside: `LazyGroup.write_manifest` then names the object it cannot spell.
-    return (inside[0] if inside else posixpath.relpath(absolute)), absolute
-
-
 def run(opts: Options, up: UpstreamMeta, cmd: IndexCommand, line: list[str], scratch: str) -> None:
-    relative, absolute = lazy_manifest_dirs(scratch, opts.index)
-    document, groups = our_meta(up, line, cmd.tail, scratch, (relative, absolute))
+    document, groups = our_meta(up, line, cmd.tail, scratch)
     meta = pointing_at_upstream(parse_meta(document, opts.meta), up, groups)
-    try:
-        for group in groups:
-            group.write_manifest()
-        command = [*cmd.head, "-o", posixpath.join(scratch, "index-step.out")]
-        objects = ObjectPlans({o.index: o for o in up.objects.values()}, ImportMap.of(groups))
-        planner = ours.indexed(meta, command, objects.write, objects.outputs, jobs=opts.jobs)
-    finally:
-        shutil.rmtree(relative, ignore_errors=True)
+    command = [*cmd.head, "-o", posixpath.join(scratch, "index-step.out")]
+    objects = ObjectPlans({o.index: o for o in up.objects.values()}, ImportMap.of(groups))
+    planner = ours.indexed(meta, command, objects.write, objects.outputs, jobs=opts.jobs)
     write_plans(opts, up, cmd, planner, groups, is_raw_linker(command))
 
 
