@@ -7,8 +7,8 @@ per workload, holding a copy of its Debian source tree and a BUCK file: a
 with `-fno-lto`) and binaries of the main units linking it.
 
     ours                 a copy of this project (our prelude): `cxx_binary(dist_lto =
-                         True)`: prepare, plan, one opt action per module (run by
-                         the opt worker), final link
+                         True)`: plan, one opt action per module (run by the opt
+                         worker), final link
     ours-noworker        the same in a second copy whose opt actions run as commands
                          (`[dist_lto] opt_worker = false`): what the worker gives
     ours-forked          the same in a third copy whose worker forks each backend's
