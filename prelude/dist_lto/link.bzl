@@ -2,7 +2,8 @@
 # (prelude/cxx/binary.bzl) and dist_lto_cxx_binary over Buck2's upstream prelude
 # (upstream/cxx_binary.bzl). One definition of the phases:
 #
-#   1. prepare: each archive that may hold bitcode -> objects + manifest (prepare.bzl)
+#   1. prepare: each archive that may hold bitcode and whose objects the rules do not
+#      know (`known_objects`) -> objects + manifest (prepare.bzl)
 #   2. index + plans: one `dist-lto plan` action over the meta file (plan.bzl)
 #   3. opt: one dynamic_output per bitcode object and per archive, each reading its
 #      plan and running `dist-lto opt` per module (opt.bzl)

@@ -62,10 +62,11 @@ def linkable_args(linkable: Linkable) -> list:
     if isinstance(linkable, ObjectLinkable):
         return [linkable.object]
     if isinstance(linkable, ArchiveLinkable):
-        files = [linkable.archive] if linkable.archive else ["-Wl,--start-lib"] + linkable.objects + ["-Wl,--end-lib"]
+        if not linkable.archive:  # objects linked lazily, or all of them when whole
+            return list(linkable.objects) if linkable.whole else ["-Wl,--start-lib"] + linkable.objects + ["-Wl,--end-lib"]
         if linkable.whole:
-            return [WHOLE_ARCHIVE] + files + [NO_WHOLE_ARCHIVE]
-        return files
+            return [WHOLE_ARCHIVE, linkable.archive, NO_WHOLE_ARCHIVE]
+        return [linkable.archive]
     if isinstance(linkable, ArgsLinkable):
         return list(linkable.args)
     fail("not a linkable: {}".format(linkable))

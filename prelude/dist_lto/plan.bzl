@@ -1,8 +1,8 @@
 # Phase 2: the index step and the plans, in one action (`dist-lto plan`).
 #
 # The meta file (docs/plan.md) lists the link's inputs in link order, each bitcode
-# object and prepared archive with the paths of the files the planner writes for
-# it. Every one of those files is declared here and bound by this action, so the
+# object and archive (prepared, or given by its objects) with the paths of the files
+# the planner writes for it. Every one of those files is declared here and bound by this action, so the
 # phases after it can name them before it runs. Starlark never reads the archive
 # manifests: the planner does, which is why this is a plain action and not a
 # dynamic_output.
