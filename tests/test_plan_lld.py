@@ -446,6 +446,10 @@ def test_archives_given_by_their_objects_link_as_their_prepared_twins_do(
         "opt_members": 1,
         "unused_members": 1,
     }
+    inspected = run_cli(["inspect", "meta.json", "--focus", "lib/util_a.o", "--dot", "g.dot"],
+                        cwd=work)  # fmt: skip
+    assert inspected.returncode == 0, inspected.stderr
+    assert "archive 0(util_a.o)" in (work / "g.dot").read_text()
 
 
 def test_thin_archive_members_climbing_out_keep_index_files_inside_the_index_dirs(
