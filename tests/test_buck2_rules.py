@@ -125,11 +125,44 @@ def test_bitcode_archive_holding_only_native_members_links(buck2: Buck2) -> None
     )
     exe = buck2.outputs("//native:app")["root//native:app"]
     assert run(exe) == "42\n"
-    ran = categories(buck2, "root//native:app")
-    assert ran["thin_lto_prepare"] == 1
+    prepared = [r.target for r in buck2.what_ran() if r.category == "thin_lto_prepare"]
+    assert prepared == ["root//native:pre"]  # the library's own action
     assert [r.identifier for r in buck2.what_ran() if r.category == "thin_lto_opt"] == [
         "app/0:main.o"
     ]
+
+
+def test_a_prebuilt_bitcode_archive_is_prepared_once_for_every_link(buck2: Buck2) -> None:
+    add_package(
+        buck2,
+        "shared",
+        {
+            "BUCK": """
+                cxx_library(name = "lib", srcs = ["n.c"])
+                prebuilt_cxx_library(name = "pre", static_lib = ":lib", bitcode = True)
+                cxx_binary(name = "one", srcs = ["one.c"], deps = [":pre"], dist_lto = True)
+                cxx_binary(name = "two", srcs = ["two.c"], deps = [":pre"], dist_lto = True)
+            """,
+            "n.c": "int answer(void) { return 42; }\n",
+            "one.c": """
+                #include <stdio.h>
+                int answer(void);
+                int main(void) { printf("%d\\n", answer()); }
+            """,
+            "two.c": """
+                #include <stdio.h>
+                int answer(void);
+                int main(void) { printf("%d\\n", answer() + 1); }
+            """,
+        },
+    )
+    out = buck2.outputs("//shared:one", "//shared:two")
+    assert (run(out["root//shared:one"]), run(out["root//shared:two"])) == ("42\n", "43\n")
+    ran = buck2.what_ran()
+    assert [r.target for r in ran if r.category == "thin_lto_prepare"] == ["root//shared:pre"]
+    assert sorted(r.identifier for r in ran if r.category == "thin_lto_opt") == [
+        "one/0:one.o", "one/archive 0:n.o@0", "two/0:two.o", "two/archive 0:n.o@0"
+    ]  # fmt: skip
 
 
 TWO_LINKS = {
@@ -333,6 +366,7 @@ def test_rules_refuse_a_plan_or_manifest_of_another_version_naming_the_file(
         other.kill()
     assert proc.returncode != 0
     what = "(object|archive|link) plan" if kind == "PLAN" else "manifest"
-    refused = (rf"root//lib:{target}: \S+\.json: {what} version {written},"
+    owner = target if kind == "PLAN" else "pre"  # the library prepared its archive
+    refused = (rf"root//lib:{owner}: \S+\.json: {what} version {written},"
                rf" where these rules read version {expected}")  # fmt: skip
     assert re.search(refused, proc.stderr), proc.stderr[-3000:]

@@ -11,14 +11,23 @@ load(
     "merge_groups",
     "merge_include_dirs",
 )
+load("//dist_lto:prepare.bzl", "prepare_files")
+load("//toolchain.bzl", "LlvmToolchainInfo", "TOOLCHAIN", "dist_lto_tools")
 load(":compile.bzl", "header_dir")
 
 def _prebuilt_cxx_library_impl(ctx: AnalysisContext) -> list[Provider]:
+    # A bitcode archive's contents are unknown here: prepared once for every distributed
+    # link that needs it (the action runs only then).
+    prepared = None
+    if ctx.attrs.bitcode:
+        tools = dist_lto_tools(ctx.attrs._toolchain[LlvmToolchainInfo])
+        prepared = prepare_files(ctx, tools, ctx.attrs.static_lib, "dist_lto_prepared", ctx.attrs.static_lib.basename)
     linkables = [ArchiveLinkable(
         archive = ctx.attrs.static_lib,
         members = [],
         bitcode = ctx.attrs.bitcode,
         whole = ctx.attrs.link_whole,
+        prepared = prepared,
     )]
     if ctx.attrs.exported_linker_flags:
         linkables.append(ArgsLinkable(args = ctx.attrs.exported_linker_flags))
@@ -43,5 +52,6 @@ prebuilt_cxx_library = rule(
         "exported_headers": attrs.list(attrs.source(), default = []),
         "exported_linker_flags": attrs.list(attrs.string(), default = []),
         "deps": attrs.list(attrs.dep(), default = []),
+        "_toolchain": attrs.toolchain_dep(default = TOOLCHAIN, providers = [LlvmToolchainInfo]),
     },
 )

@@ -16,6 +16,10 @@ ObjectLinkable = record(
     bitcode = bool,
 )
 
+# An archive prepared for distributed ThinLTO (`dist-lto prepare`): its members as
+# files, and the manifest listing them (`objects/NAME`, relative to the manifest).
+PreparedFiles = record(objects_dir = Artifact, manifest = Artifact)
+
 # An archive on the link line, or objects linked as one (loaded only when needed).
 ArchiveLinkable = record(
     # The archive; None for objects the link loads lazily without one (`--start-lib`
@@ -33,6 +37,9 @@ ArchiveLinkable = record(
     # knows them (our own libraries, of either kind): distributed ThinLTO links them as
     # the archive's members and never prepares it. Empty: see `known_objects`.
     objects = field(list[Artifact], []),
+    # The archive prepared once by the rule that made it (prepare.bzl's
+    # `prepare_files`), shared by every link; None: each link that needs it prepares it.
+    prepared = field(PreparedFiles | None, None),
 )
 
 # Plain linker arguments (-l flags, say), passed unchanged, in place: strings, or

@@ -4,7 +4,8 @@
 # distributed link prepares like any other.
 
 load("//cxx:providers.bzl", "ArchiveLinkable", "ArgsLinkable", "CxxLinkInfo", "LinkGroup", "label_key")
-load("//toolchain.bzl", "LlvmToolchainInfo", "TOOLCHAIN")
+load("//dist_lto:prepare.bzl", "prepare_files")
+load("//toolchain.bzl", "LlvmToolchainInfo", "TOOLCHAIN", "dist_lto_tools")
 
 def _rust_staticlib_impl(ctx: AnalysisContext) -> list[Provider]:
     toolchain = ctx.attrs._toolchain[LlvmToolchainInfo]
@@ -24,10 +25,12 @@ def _rust_staticlib_impl(ctx: AnalysisContext) -> list[Provider]:
         hidden = ctx.attrs.srcs,
     )
     ctx.actions.run(cmd, category = "rustc", identifier = crate)
+    # Prepared once for every distributed link that needs it (the action runs only then).
+    prepared = prepare_files(ctx, dist_lto_tools(toolchain), out, "dist_lto_prepared", out.basename) if ctx.attrs.linker_plugin_lto else None
     own = LinkGroup(
         owner = label_key(ctx.label),
         linkables = [
-            ArchiveLinkable(archive = out, members = [], bitcode = ctx.attrs.linker_plugin_lto, whole = False),
+            ArchiveLinkable(archive = out, members = [], bitcode = ctx.attrs.linker_plugin_lto, whole = False, prepared = prepared),
             ArgsLinkable(args = ctx.attrs.native_libs),
         ],
         cxx = False,
