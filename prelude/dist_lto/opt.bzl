@@ -1,9 +1,9 @@
 # Phase 3: one backend action per bitcode module, each a dynamic_output reading its
 # plan. An action's inputs are exactly its module, its index, the modules the plan
 # says it imports (single archive members: the objects themselves, or files projected
-# out of the prepared directories), the link's flags and the dist-lto sources: ready for remote
-# execution (tests/test_buck2_remote.py builds on an engine whose input roots hold
-# only declared inputs).
+# out of the prepared directories), the link's flags and the dist-lto sources: ready
+# for remote execution (tests/test_buck2_remote.py builds on an engine whose input
+# roots hold only declared inputs).
 #
 # The link's largest module (its plan says `largest`) does not queue: in-process LLD
 # starts its largest backend first, since it tends to end last, but Buck2 gives the

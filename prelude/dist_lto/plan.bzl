@@ -2,10 +2,10 @@
 #
 # The meta file (docs/plan.md) lists the link's inputs in link order, each bitcode
 # object and archive (prepared, or given by its objects) with the paths of the files
-# the planner writes for it. Every one of those files is declared here and bound by this action, so the
-# phases after it can name them before it runs. Starlark never reads the archive
-# manifests: the planner does, which is why this is a plain action and not a
-# dynamic_output.
+# the planner writes for it. Every one of those files is declared here and bound by
+# this action, so the phases after it can name them before it runs. Starlark never
+# reads the archive manifests: the planner does, which is why this is a plain action
+# and not a dynamic_output.
 
 load(":formats.bzl", "meta", "meta_archive", "meta_args", "meta_group", "meta_object")
 load(":linkables.bzl", "ArchiveLinkable", "LinkGroup", "ObjectLinkable", "known_objects", "linkable_args")
