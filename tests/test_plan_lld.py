@@ -731,9 +731,10 @@ def test_paths_with_spaces_and_quotes_survive_both_link_lines(work: Path, llvm: 
 
 
 def test_lua_planned_with_its_library_as_a_prepared_archive_runs(
-    lua_objects: workloads.Build, llvm: Llvm
+    lua_objects: workloads.Build, llvm: Llvm, tmp_path: Path
 ) -> None:
-    root = lua_objects.root
+    root = tmp_path / "lua"  # the session's build is read-only: other tests copy it too
+    shutil.copytree(lua_objects.root, root, symlinks=True)
     subprocess.run([llvm.ar, "rcs", "liblua.a", *lua_objects.library], cwd=root, check=True)
     manifest = "prep/lua/manifest.json"
     result = run_cli(
