@@ -11,17 +11,16 @@ load(
     "merge_groups",
     "merge_include_dirs",
 )
-load("//dist_lto:prepare.bzl", "prepare_files")
+load("//dist_lto:prepare.bzl", "prepare_library_archive")
 load("//toolchain.bzl", "LlvmToolchainInfo", "TOOLCHAIN", "dist_lto_tools")
 load(":compile.bzl", "header_dir")
 
 def _prebuilt_cxx_library_impl(ctx: AnalysisContext) -> list[Provider]:
-    # A bitcode archive's contents are unknown here: prepared once for every distributed
-    # link that needs it (the action runs only then).
+    # A bitcode archive's contents are unknown here: prepared once for every link.
     prepared = None
     if ctx.attrs.bitcode:
         tools = dist_lto_tools(ctx.attrs._toolchain[LlvmToolchainInfo])
-        prepared = prepare_files(ctx, tools, ctx.attrs.static_lib, "dist_lto_prepared", ctx.attrs.static_lib.basename)
+        prepared = prepare_library_archive(ctx, tools, ctx.attrs.static_lib)
     linkables = [ArchiveLinkable(
         archive = ctx.attrs.static_lib,
         members = [],

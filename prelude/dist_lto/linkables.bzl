@@ -38,7 +38,8 @@ ArchiveLinkable = record(
     # the archive's members and never prepares it. Empty: see `known_objects`.
     objects = field(list[Artifact], []),
     # The archive prepared once by the rule that made it (prepare.bzl's
-    # `prepare_files`), shared by every link; None: each link that needs it prepares it.
+    # `prepare_library_archive`), shared by every link; None: each link that needs it
+    # prepares it.
     prepared = field(PreparedFiles | None, None),
 )
 

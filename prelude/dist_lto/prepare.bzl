@@ -1,15 +1,16 @@
 # Phase 1: an archive that may hold bitcode, whose objects the rules do not know,
 # becomes a directory of objects and a manifest (`dist-lto prepare`), so the index step
 # can see its members as files. The rule that makes such an archive prepares it once
-# (`prepare_files`, shared by every link: a prebuilt library, a Rust staticlib);
-# otherwise each link does (`prepare_archive`: archives from Buck2's upstream prelude).
+# (`prepare_library_archive`, shared by every link: a prebuilt library, a Rust
+# staticlib); otherwise each link does (`prepare_archive`: archives from Buck2's
+# upstream prelude).
 
 load(":formats.bzl", "PREPARED_MANIFEST", "PREPARED_OBJECTS")
 load(":linkables.bzl", "ArchiveLinkable", "PreparedFiles")
 load(":package.bzl", "dist_lto_command")
 load(":tools.bzl", "DistLtoTools")
 
-def prepare_files(
+def _prepare_files(
         ctx: AnalysisContext,
         tools: DistLtoTools,
         archive: Artifact,
@@ -33,6 +34,11 @@ def prepare_files(
     ctx.actions.run(cmd, category = "thin_lto_prepare", identifier = identifier)
     return PreparedFiles(objects_dir = objects_dir, manifest = manifest)
 
+def prepare_library_archive(ctx: AnalysisContext, tools: DistLtoTools, archive: Artifact) -> PreparedFiles:
+    """A library's own archive, prepared beside it (`dist_lto_prepared/`) for every
+    distributed link that needs it: Buck2 runs the action only then."""
+    return _prepare_files(ctx, tools, archive, "dist_lto_prepared", archive.basename)
+
 def prepare_archive(
         ctx: AnalysisContext,
         tools: DistLtoTools,
@@ -43,7 +49,7 @@ def prepare_archive(
     else by one action of this link."""
     if linkable.prepared:
         return linkable.prepared
-    return prepare_files(
+    return _prepare_files(
         ctx,
         tools,
         linkable.archive,

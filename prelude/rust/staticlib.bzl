@@ -4,7 +4,7 @@
 # distributed link prepares like any other.
 
 load("//cxx:providers.bzl", "ArchiveLinkable", "ArgsLinkable", "CxxLinkInfo", "LinkGroup", "label_key")
-load("//dist_lto:prepare.bzl", "prepare_files")
+load("//dist_lto:prepare.bzl", "prepare_library_archive")
 load("//toolchain.bzl", "LlvmToolchainInfo", "TOOLCHAIN", "dist_lto_tools")
 
 def _rust_staticlib_impl(ctx: AnalysisContext) -> list[Provider]:
@@ -25,8 +25,10 @@ def _rust_staticlib_impl(ctx: AnalysisContext) -> list[Provider]:
         hidden = ctx.attrs.srcs,
     )
     ctx.actions.run(cmd, category = "rustc", identifier = crate)
-    # Prepared once for every distributed link that needs it (the action runs only then).
-    prepared = prepare_files(ctx, dist_lto_tools(toolchain), out, "dist_lto_prepared", out.basename) if ctx.attrs.linker_plugin_lto else None
+    # Bitcode and native members mixed: prepared once for every link.
+    prepared = None
+    if ctx.attrs.linker_plugin_lto:
+        prepared = prepare_library_archive(ctx, dist_lto_tools(toolchain), out)
     own = LinkGroup(
         owner = label_key(ctx.label),
         linkables = [

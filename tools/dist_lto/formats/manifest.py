@@ -20,6 +20,8 @@ from dist_lto import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any, TypedDict
 
+    from dist_lto.formats.meta import ArchiveInput
+
     class Entry(TypedDict):
         """One member in the manifest (docs/prepare.md)."""
 
@@ -141,10 +143,19 @@ def read_manifest(path: str) -> Manifest:
     return parse_manifest(read_json(path, "archive manifest"), path)
 
 
-def objects_manifest(paths: tuple[str, ...], file: str, archive: str) -> Manifest:
-    """What `prepare` would list for an archive given by its objects (a meta archive's
-    `objects`): each object where it is, spelled as given, its size and bitcode flag
-    from the file itself. `file` names the archive in messages."""
+def archive_manifest(archive: ArchiveInput, meta_file: str) -> Manifest:
+    """The members of a meta file's archive: its prepared manifest, read, or its
+    `objects`, listed as `prepare` would list them."""
+    if archive.objects is None:
+        assert archive.manifest is not None
+        return read_manifest(archive.manifest)
+    where = f"{meta_file}: {archive.pointer}"
+    return _objects_manifest(archive.objects, where, f"archive {archive.index}")
+
+
+def _objects_manifest(paths: tuple[str, ...], file: str, archive: str) -> Manifest:
+    """Each object where it is, spelled as given, its size and bitcode flag from the
+    file itself. `file` names the archive in messages."""
     import os
 
     from dist_lto.errors import BadInput

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.formats.jsonio import dumps
-from dist_lto.formats.manifest import Member, objects_manifest, read_manifest
+from dist_lto.formats.manifest import Member, archive_manifest
 from dist_lto.formats.meta import ArchiveInput, Meta, ObjectInput, read_meta
 from dist_lto.formats.plans import (
     LINK_PLAN_VERSION,
@@ -71,12 +71,7 @@ class Planner:
             self.object_modules[o.index] = module
         declared: dict[str, ArchiveInput] = {}
         for a in meta.archives():
-            if a.objects is not None:  # spelled as the backends spell them, like objects
-                where = f"{meta.file}: {a.pointer}"
-                manifest = objects_manifest(a.objects, where, f"archive {a.index}")
-                spelled_members = list(a.objects)
-            else:
-                assert a.manifest is not None
+            if a.manifest is not None:
                 first = declared.setdefault(posixpath.normpath(a.manifest), a)
                 if first is not a:
                     raise BadInput(
@@ -85,12 +80,14 @@ class Planner:
                         " each archive once (LLD loads an archive's members once however often"
                         " the link line names it, so dropping the repeat changes nothing)"
                     )
-                manifest = read_manifest(a.manifest)
-                base = posixpath.dirname(a.manifest)
-                spelled_members = [posixpath.normpath(posixpath.join(base, m.path))
-                                   for m in manifest.members]  # fmt: skip
+            manifest = archive_manifest(a, meta.file)
+            # Objects given as such are spelled as the backends spell them already.
+            base = None if a.manifest is None else posixpath.dirname(a.manifest)
             members: list[tuple[Member, Module]] = []
-            for m, spelled in zip(manifest.members, spelled_members, strict=True):
+            for m in manifest.members:
+                spelled = m.path
+                if base is not None:
+                    spelled = posixpath.normpath(posixpath.join(base, m.path))
                 module = Module(spelled, a.index, m.position, (manifest, m))
                 self._add(module)
                 members.append((m, module))

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from dist_lto.errors import BadInput
 from dist_lto.formats.jobfile import JobFile, parse_job_file
 from dist_lto.formats.jsonio import read_json
-from dist_lto.formats.manifest import objects_manifest, read_manifest
+from dist_lto.formats.manifest import archive_manifest
 from dist_lto.formats.meta import read_meta
 from dist_lto.formats.planned_link import Key, read_planned_link
 
@@ -119,13 +119,7 @@ def _from_meta(meta_path: str) -> Link:
     archives: dict[int, tuple[str, Counter[str]]] = {}
     given = {a.index: a for a in planned.meta.archives()}
     for archive in planned.archives:
-        listed = given[archive.index].objects
-        if listed is None:
-            assert archive.manifest is not None
-            manifest = read_manifest(archive.manifest)
-        else:
-            manifest = objects_manifest(listed, f"{meta_path}: archive {archive.index}",
-                                        f"archive {archive.index}")  # fmt: skip
+        manifest = archive_manifest(given[archive.index], meta_path)
         members = {m.position: m for m in manifest.members}
         counts: Counter[str] = Counter()
         for key in archive.members:
