@@ -58,8 +58,14 @@ builds); then `buck2-dist/inprocess: <ratio>` and
 `buck2-incremental-dist/inprocess: <ratio>`, ours over in-process, full and incremental
 builds, summed over the workloads (and the same two for ours-noworker and ours-forked).
 
+The scratch projects live in `--dir` (default: the system's temporary directory). The
+header says what a new file costs there: the CPU of creating files and directories in
+it, measured before the first build. Every file a build writes pays that, and ours
+writes more files than in-process ThinLTO (an index, an object and their directories
+per module; docs/benchmarks.md).
+
 Usage: .venv/bin/python bench/buck2.py [--workloads lua,zstd] [--rounds 3]
-                                       [--variants ours,inprocess,...]
+                                       [--variants ours,inprocess,...] [--dir DIR]
 """
 
 from __future__ import annotations
@@ -419,14 +425,40 @@ class Workload:
                 self.edited[kind].write_text(self.original)
 
 
+def file_cost(where: Path, dirs: int = 40, files: int = 25) -> float:
+    """Microseconds of CPU (user + system) per new file or directory below `where`."""
+    start = time.process_time()
+    with tempfile.TemporaryDirectory(prefix="file-cost-", dir=where) as tmp:
+        for d in range(dirs):
+            sub = Path(tmp) / str(d)
+            sub.mkdir()
+            for f in range(files):
+                (sub / str(f)).write_bytes(b"x")
+        spent = time.process_time() - start
+    return spent / (dirs * (files + 1)) * 1e6
+
+
+def filesystem(where: Path) -> str:
+    """The type of the filesystem mounted at or above `where` (/proc/self/mounts)."""
+    best, kind = "", "unknown"
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        fields = line.split()
+        mount = fields[1]
+        inside = str(where) == mount or str(where).startswith(mount.rstrip("/") + "/")
+        if len(fields) > 2 and inside and len(mount) > len(best):
+            best, kind = mount, fields[2]
+    return kind
+
+
 def _row(label: str, values: list[str]) -> str:
     return f"{label:26}" + "".join(f"{v:>20}" for v in values)
 
 
-def report(loads: list[Workload], rounds: int, variants: list[str]) -> None:
+def report(loads: list[Workload], rounds: int, variants: list[str], where: str) -> None:
     kinds = ("full", "link", "incremental")
     print(f"# wall time in s of `buck2 build`, {rounds} rounds, local execution,"
           f" {os.cpu_count()} CPUs; load average at the end: {os.getloadavg()[0]:.2f}")  # fmt: skip
+    print(f"# {where}")
     print("# (tail: the part after the build's last compile ended)")
     for load in loads:
         f = load.figures
@@ -502,12 +534,17 @@ def main() -> int:
     parser.add_argument("--workloads", default="lua,zstd")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()),
+                        help="where the scratch projects go (default: %(default)s)")  # fmt: skip
     args = parser.parse_args()
     variants = args.variants.split(",")
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         parser.error(f"--variants: unknown {unknown[0]!r} (known: {', '.join(VARIANTS)})")
-    with tempfile.TemporaryDirectory(prefix="bench-buck2-") as tmp:
+    base = args.dir.resolve()
+    where = (f"projects in {base} ({filesystem(base)}): a new file or directory there costs"
+             f" {file_cost(base):.0f} us of CPU")  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="bench-buck2-", dir=base) as tmp:
         kinds = {VARIANTS[v][0] for v in variants}
         projects = {}
         if "ours" in kinds:
@@ -531,7 +568,7 @@ def main() -> int:
             for load in loads:
                 load.round(order, last=round_ == args.rounds - 1)
                 print(f"# round {round_ + 1} {load.name} done", file=sys.stderr, flush=True)
-        report(loads, args.rounds, variants)
+        report(loads, args.rounds, variants, where)
     return 0
 
 

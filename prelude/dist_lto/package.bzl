@@ -8,12 +8,16 @@
 # action would compile the modules again: docs/opt.md); every action that runs a tool
 # gets the package as an input, so a remote worker needs nothing of ours installed.
 
-# Copies the package and compiles its bytecode (unchecked hashes: the .pyc files do not
-# depend on file times, so the output is reproducible).
+# Copies each source (given as `PATH_IN_PACKAGE=SOURCE`, read where it lies: no tree of
+# links is made for it) and compiles the bytecode (unchecked hashes: the .pyc files do
+# not depend on file times, so the output is reproducible).
 _COMPILE_PACKAGE = """
-import compileall, py_compile, shutil, sys
-src, dst = sys.argv[1:3]
-shutil.copytree(src, dst)
+import compileall, os, py_compile, shutil, sys
+dst = sys.argv[1]
+for pair in sys.argv[2:]:
+    rel, src = pair.split("=", 1)
+    os.makedirs(os.path.join(dst, os.path.dirname(rel)), exist_ok=True)
+    shutil.copyfile(src, os.path.join(dst, rel))
 ok = compileall.compile_dir(dst, quiet=1, invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
 sys.exit(0 if ok else 1)
 """
@@ -27,17 +31,16 @@ def compile_dist_lto_package(ctx: AnalysisContext, python: str, srcs: list[Artif
         srcs: the package's sources, each somewhere below a `dist_lto/` directory.
         attr: `rule: attribute` naming where `srcs` came from, for the error message.
     """
-    tree = {}
+    pairs = []
     for src in srcs:
         rel = src.short_path
         i = rel.find("dist_lto/")
-        if i < 0:
-            fail("{} must lie in a `dist_lto/` directory, got `{}`".format(attr, rel))
-        tree[rel[i:]] = src
-    sources = ctx.actions.symlinked_dir("dist_lto_src", tree)
+        if i < 0 or "=" in rel:
+            fail("{} must lie in a `dist_lto/` directory (no `=` in its path), got `{}`".format(attr, rel))
+        pairs.append(cmd_args(src, format = rel[i:] + "={}"))
     pkg = ctx.actions.declare_output("dist_lto_pkg", dir = True)
     ctx.actions.run(
-        cmd_args(python, "-S", "-E", "-c", _COMPILE_PACKAGE, sources, pkg.as_output()),
+        cmd_args(python, "-S", "-E", "-c", _COMPILE_PACKAGE, pkg.as_output(), pairs),
         category = "python_compile",
         identifier = "dist_lto",
         # Every dist-lto action needs it, and Buck2 hands out local slots in an order of
