@@ -189,6 +189,19 @@ def test_opt_actions_run_in_one_worker_and_equal_the_command_byte_for_byte(
         assert sorted(ours) == sorted(theirs)
         for name, path in ours.items():
             assert path.read_bytes() == theirs[name].read_bytes(), name
+        # Each link's plan ran in the worker's planner; as the command, the same plans.
+        planned = [r for r in buck2.what_ran() if r.category == "thin_lto_plan"]
+        assert [r.executor for r in planned] == ["Worker"] * len(targets)
+        assert [r.argv[0] for r in planned] == ["plan"] * len(targets)
+        assert {r.executor for r in plain.what_ran() if r.category == "thin_lto_plan"} == {"Local"}
+        for r in planned:
+            meta = Path(r.argv[1])
+            for name in ("link_plan.json", "final_link.args"):
+                mine = (buck2.project / meta.parent / name).read_text()
+                other = (plain.project / str(meta.parent).replace(
+                    buck2.isolation_dir, plain.isolation_dir) / name).read_text()  # fmt: skip
+                assert mine.replace(buck2.isolation_dir, "ISO") == other.replace(
+                    plain.isolation_dir, "ISO"), (r.target, name)  # fmt: skip
     finally:
         plain.kill()
 

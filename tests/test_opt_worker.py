@@ -6,9 +6,14 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import json
+import os
+import shutil
+import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -295,3 +300,131 @@ def test_worker_without_a_socket_fails_with_one_line(indexed: Indexed) -> None:
     assert proc.stderr.strip().splitlines() == [
         "dist-lto opt-worker: error: no socket: Buck2 names it in WORKER_SOCKET (or pass --socket)"
     ]
+
+
+# ---------------------------------------------------------------------------------
+# Plan requests (`plan ARGS`): `dist-lto plan`, run by the worker's warm planner
+
+
+def small_meta(indexed: Indexed, out: str) -> str:
+    """A meta file (docs/plan.md) for the small program's objects, its outputs in `out`."""
+    objects = [name.replace(".c", ".o") for name in SMALL_PROGRAM]
+    linkables = [
+        {"kind": "object", "index": i, "path": o, "index_output": f"{out}/index/{o}.thinlto.bc",
+         "plan_output": f"{out}/plans/{i}.json", "opt_output": f"{out}/opt/{i}.o"}
+        for i, o in enumerate(objects)
+    ]  # fmt: skip
+    meta = {"version": 1, "index_dir": f"{out}/index", "link_plan_output": f"{out}/link-plan.json",
+            "final_link_args_output": f"{out}/final-link.args",
+            "groups": [{"linkables": linkables}]}  # fmt: skip
+    path = indexed.root / f"{out}.meta.json"
+    path.write_text(json.dumps(meta))
+    return path.name
+
+
+def written(root: Path) -> dict[str, bytes]:
+    """Every file below `root`, by its path there, and its bytes."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def plan_command(indexed: Indexed, argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """`dist-lto plan ARGV` as the plan action's command runs it (with site-packages)."""
+    return subprocess.run([sys.executable, OPT[3], "plan", *argv], cwd=indexed.root,
+                          capture_output=True, text=True)  # fmt: skip
+
+
+def planners(worker: int) -> list[int]:
+    """The worker's planner processes (worker/plans.py)."""
+    children = subprocess.run(["ps", "-ww", "-o", "pid=,args=", "--ppid", str(worker)],
+                              capture_output=True, text=True).stdout  # fmt: skip
+    return [int(c.split()[0]) for c in children.splitlines() if "dist_lto.worker.plans" in c]
+
+
+def test_a_plan_request_writes_what_the_plan_command_writes_byte_for_byte(
+    indexed: Indexed, worker: WorkerClient
+) -> None:
+    argv = ["plan", small_meta(indexed, "planned"), "--", indexed.clang, "-fuse-ld=lld", "-O2"]
+    reply = worker.execute(argv)
+    assert (reply.exit_code, reply.stderr) == (0, "")
+    through_worker = written(indexed.root / "planned")
+    assert "final-link.args" in through_worker and "index/main.o.thinlto.bc" in through_worker
+    shutil.rmtree(indexed.root / "planned")
+    proc = plan_command(indexed, argv[1:])
+    assert proc.returncode == 0, proc.stderr
+    assert written(indexed.root / "planned") == through_worker
+
+
+@pytest.mark.parametrize(
+    ("case", "argv"),
+    [
+        ("no meta file", ["nowhere.json", "--", "clang"]),
+        ("no index command", ["nowhere.json"]),
+        ("an unknown option", ["--no-such-option", "m.json", "--", "clang"]),
+    ],
+)
+def test_a_failing_plan_request_prints_the_commands_lines_and_exits_with_its_status(
+    indexed: Indexed, worker: WorkerClient, case: str, argv: list[str]
+) -> None:
+    reply = worker.execute(["plan", *argv])
+    proc = plan_command(indexed, argv)
+    assert proc.returncode == 2, case
+    assert (reply.exit_code, reply.stderr) == (proc.returncode, proc.stderr), case
+
+
+def sleeping_driver(tmp_path: Path) -> str:
+    """An index command that never ends on its own: a shell script in `tmp_path`."""
+    driver = tmp_path / "driver.sh"
+    driver.write_text("#!/bin/sh\nwhile :; do sleep 1; done\n")
+    driver.chmod(0o755)
+    return str(driver)
+
+
+def running(program: str) -> list[str]:
+    """The pids of processes whose command line names `program`."""
+    return subprocess.run(["pgrep", "-f", program], capture_output=True, text=True).stdout.split()
+
+
+def wait_for(condition: Callable[[], object], seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_a_plan_request_that_times_out_stops_its_index_step(
+    indexed: Indexed, worker: WorkerClient, tmp_path: Path
+) -> None:
+    driver = sleeping_driver(tmp_path)
+    reply = worker.execute(["plan", small_meta(indexed, "slow"), "--", driver], timeout_s=2)
+    assert reply.timed_out_after_s == 2
+    assert reply.exit_code == 128 + signal.SIGKILL
+    wait_for(lambda: not running(driver))
+
+
+def test_a_ready_request_starts_the_planner_and_a_planner_that_dies_fails_only_its_plans(
+    indexed: Indexed, tmp_path: Path
+) -> None:
+    client = WorkerClient(str(tmp_path / "worker.sock"), str(indexed.root))
+    try:
+        assert not planners(client.proc.pid)
+        ready = client.execute(["--ready", str(tmp_path / "ready"), "--", indexed.clang])
+        assert (ready.exit_code, ready.stderr) == (0, "")
+        (planner,) = planners(client.proc.pid)
+        driver = sleeping_driver(tmp_path)
+        slow = ["plan", small_meta(indexed, "orphan"), "--", driver]
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            pending = pool.submit(client.execute, slow)
+            wait_for(lambda: running(driver))
+            os.kill(planner, signal.SIGKILL)
+            reply = pending.result(timeout=60)
+        assert reply.exit_code == 1
+        assert reply.stderr == (
+            "dist-lto plan: error: the worker's planner process ended before the plan did\n"
+        )
+        wait_for(lambda: not running(driver))  # its plan and index step went with it
+        argv = ["plan", small_meta(indexed, "after"), "--", indexed.clang, "-fuse-ld=lld", "-O2"]
+        again = client.execute(argv)
+        assert (again.exit_code, again.stderr) == (0, "")
+        assert planners(client.proc.pid) != [planner]
+    finally:
+        client.close()

@@ -95,6 +95,7 @@ DIST_LTO_SOURCES = [
     "dist_lto/whole_files.py",
     "dist_lto/worker/__init__.py",
     "dist_lto/worker/client.py",
+    "dist_lto/worker/plans.py",
     "dist_lto/worker/protocol.py",
     "dist_lto/worker/relay.py",
     "dist_lto/worker/requests.py",

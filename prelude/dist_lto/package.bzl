@@ -56,7 +56,8 @@ def dist_lto_command(python: str, pkg: Artifact, subcommand: str, fast: bool = F
     Args:
         python: the interpreter (the real binary, never a shim: docs/opt.md).
         pkg: the directory holding the `dist_lto` package and its bytecode.
-        subcommand: `prepare`, `plan`, `opt` or `upstream`.
+        subcommand: `prepare`, `plan`, `opt` or `upstream`; "": none (the arguments
+            that follow name it).
         fast: start with -S -E (no site-packages, no PYTHON* variables): only for the
             standard-library-only tools that run once per module.
     """
@@ -64,5 +65,5 @@ def dist_lto_command(python: str, pkg: Artifact, subcommand: str, fast: bool = F
         python,
         ["-S", "-E"] if fast else [],
         cmd_args(pkg, format = "{}/dist_lto/__main__.py"),
-        subcommand,
+        [subcommand] if subcommand else [],
     )

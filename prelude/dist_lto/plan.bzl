@@ -9,9 +9,8 @@
 
 load(":formats.bzl", "meta", "meta_archive", "meta_args", "meta_group", "meta_object")
 load(":linkables.bzl", "ArchiveLinkable", "LinkGroup", "ObjectLinkable", "known_objects", "linkable_args")
-load(":package.bzl", "dist_lto_command")
 load(":prepare.bzl", "prepare_archive")
-load(":tools.bzl", "DistLtoTools")
+load(":tools.bzl", "DistLtoTools", "plan_executable")
 load(":types.bzl", "BitcodeObject", "PreparedArchive")
 
 # The link as the planner will see it: the meta's groups and what they number.
@@ -131,10 +130,10 @@ def run_plan(
         if archive.manifest:
             inputs += [archive.objects_dir, archive.manifest]
     cmd = cmd_args(
-        dist_lto_command(tools.python, tools.pkg, "plan"),
+        "plan",
         meta_file,
         "--",
         driver_command,
         hidden = inputs + outputs + after,
     )
-    ctx.actions.run(cmd, category = "thin_lto_plan", identifier = link_name)
+    ctx.actions.run(cmd, category = "thin_lto_plan", identifier = link_name, exe = plan_executable(tools))

@@ -72,3 +72,13 @@ def opt_executable(tools: DistLtoTools) -> WorkerRunInfo | RunInfo:
     if tools.opt_worker == None:
         return RunInfo(args = opt)
     return WorkerRunInfo(worker = tools.opt_worker, exe = opt)
+
+def plan_executable(tools: DistLtoTools) -> WorkerRunInfo | RunInfo:
+    """The `exe` of a plan action, whose arguments start with `plan`: the worker runs
+    it locally in a child of its warm planner, where the command would start an
+    interpreter and import the planner on the link's critical path; elsewhere it is
+    the command `dist-lto plan ...`."""
+    main = dist_lto_command(tools.python, tools.pkg, "")
+    if tools.opt_worker == None:
+        return RunInfo(args = main)
+    return WorkerRunInfo(worker = tools.opt_worker, exe = main)

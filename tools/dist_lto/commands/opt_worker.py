@@ -5,7 +5,8 @@ socket to listen on in `WORKER_SOCKET`, and ends it with the command (SIGKILL to
 process group, which takes its fork servers and compilers along). It also stops, and
 stops its compilers, on SIGTERM, SIGINT or SIGHUP, and when the process that started it
 goes away (a killed Buck2). Needs grpcio (`pip install 'dist-lto[remote]'`), unlike
-`dist-lto opt`, which stays standard-library-only for remote execution.
+`dist-lto opt`, which stays standard-library-only for remote execution. It serves the
+links' plan actions too (`worker/plans.py`).
 """
 
 import _signal
@@ -32,7 +33,9 @@ Serve Buck2's persistent-worker protocol (gRPC on a unix socket) for opt actions
 request holds the arguments of `dist-lto opt` and runs exactly as that command would,
 with the same checks, the same error lines and exit status, except that clang is not
 started per module: backends run one after another in compile servers built against
-the compiler's own libraries, or in clangs forked from one that started once."""
+the compiler's own libraries, or in clangs forked from one that started once. A request
+whose first argument is `plan` runs `dist-lto plan` with the rest, in a child forked
+from a planner process that imported the planner once."""
 EPILOG = """\
 Buck2 starts it; it listens on $WORKER_SOCKET unless --socket is given. With
 --reuse-dir, a backend whose last run had the same module and index, apart from the
@@ -117,7 +120,10 @@ def main(argv: list[str]) -> int:
 
         store = Store(opts.reuse_dir, log)
         threading.Thread(target=_prune, args=(store, time.time()), daemon=True).start()
-    service = OptService(pool, store)
+    from dist_lto.worker.plans import Planner
+
+    planner = Planner(log)
+    service = OptService(pool, store, planner)
     stop = threading.Event()
     stopped_by: list[int] = []
 
@@ -142,6 +148,7 @@ def main(argv: list[str]) -> int:
         service.stop_all()
         server.stop(None).wait()
         pool.close()
+        planner.close()
         _log_cpu(log)
         for path in (socket_path, server_path):
             try:  # noqa: SIM105 (Buck2 may have removed it)

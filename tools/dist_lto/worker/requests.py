@@ -1,4 +1,5 @@
-"""One opt request, run exactly as `dist-lto opt` runs it.
+"""One request, run exactly as its command runs it: an opt request as `dist-lto opt`
+(below), a plan request (`plan ARGS`) as `dist-lto plan` (`plans.py`).
 
 The arguments are the action's own (Buck2 sends the worker only those, and appends them
 to the fallback `dist-lto opt` command otherwise), so they are parsed by the same fast
@@ -24,6 +25,7 @@ from dist_lto.worker.reuse import backend_for
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
+    from dist_lto.worker.plans import Planner
     from dist_lto.worker.reuse import Backend, Store
     from dist_lto.worker.slots import Slots
 
@@ -217,14 +219,20 @@ def run_request(
     running: Running,
     slots: "Slots",
     store: "Store | None" = None,
+    planner: "Planner | None" = None,
 ) -> Reply:
     """Run one request's backend, its clang in its turn among the requests in flight
-    (`slots`), with the worker's reuse `store` if it has one; never raises."""
+    (`slots`), with the worker's reuse `store` if it has one; or, given a `planner`, a
+    plan request; never raises."""
     try:
+        if planner is not None and argv[:1] == ["plan"]:
+            return _run_plan(argv[1:], planner, running)
         opts = _options(argv)
         if opts is None:
             return _run_command(argv)
-        if opts.ready is not None:  # a server for the first backend
+        if opts.ready is not None:  # a server for the first backend, a planner for the plan
+            if planner is not None:
+                planner.warm()
             pool.warm(opts.command[0])
             if store is not None:  # and what the reuse store asks of the compiler once
                 store.compiler(opts.command[0])
@@ -260,6 +268,17 @@ def run_request(
         return Reply(err.status, error_report("opt", err).encode())
     except Exception as err:
         return Reply(EXIT_INTERNAL, internal_error_report("opt", err).encode())
+
+
+def _run_plan(argv: list[str], planner: "Planner", running: Running) -> Reply:
+    """`dist-lto plan ARGV` in a child of the warm planner: its status and its output."""
+    try:
+        status, output = planner.run(argv, running.started)
+    except OSError as err:
+        return Reply(EXIT_INTERNAL, f"dist-lto plan: error: {err}\n".encode())
+    finally:
+        running.close()
+    return Reply(action_status(os.waitstatus_to_exitcode(status)), output)
 
 
 def _run_command(argv: list[str]) -> Reply:

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 import grpc
 
 from dist_lto.worker import protocol
+from dist_lto.worker.plans import Planner
 from dist_lto.worker.requests import CompilerPool, Running, run_request
 from dist_lto.worker.reuse import Store
 from dist_lto.worker.slots import Slots
@@ -29,9 +30,12 @@ class OptService:
     """Runs requests, their backends in turn (`slots.py`), and keeps count of those in
     flight and compiling (the highest counts are logged)."""
 
-    def __init__(self, pool: CompilerPool, store: Store | None = None) -> None:
+    def __init__(
+        self, pool: CompilerPool, store: Store | None = None, planner: Planner | None = None
+    ) -> None:
         self.pool = pool
         self.store = store
+        self.planner = planner
         self.slots = Slots(on_most=lambda most: log(f"{most} compiling at once"))
         self.lock = threading.Lock()
         self.in_flight = 0
@@ -75,7 +79,7 @@ class OptService:
             timer = threading.Timer(command.timeout_s, running.time_out)
             timer.start()
         try:
-            reply = run_request(argv, self.pool, running, self.slots, self.store)
+            reply = run_request(argv, self.pool, running, self.slots, self.store, self.planner)
         finally:
             if timer is not None:
                 timer.cancel()
