@@ -13,6 +13,7 @@ DIST_LTO_SOURCES = [
     "dist_lto/archive/reader.py",
     "dist_lto/archive/thin.py",
     "dist_lto/backend.py",
+    "dist_lto/bytecode.py",
     "dist_lto/cli.py",
     "dist_lto/commands/__init__.py",
     "dist_lto/commands/cache.py",

@@ -4,26 +4,14 @@
 # built-ins: a user's repository loads it from the `dist_lto` cell, whichever prelude
 # it has.
 #
-# The sources are artifacts, compiled once to bytecode (without __pycache__ every opt
-# action would compile the modules again: docs/opt.md); every action that runs a tool
-# gets the package as an input, so a remote worker needs nothing of ours installed.
-
-# Copies each source (given as `PATH_IN_PACKAGE=SOURCE`, read where it lies: no tree of
-# links is made for it) and compiles the bytecode (unchecked hashes: the .pyc files do
-# not depend on file times, so the output is reproducible).
-_COMPILE_PACKAGE = """
-import compileall, os, py_compile, shutil, sys
-dst = sys.argv[1]
-for pair in sys.argv[2:]:
-    rel, src = pair.split("=", 1)
-    os.makedirs(os.path.join(dst, os.path.dirname(rel)), exist_ok=True)
-    shutil.copyfile(src, os.path.join(dst, rel))
-ok = compileall.compile_dir(dst, quiet=1, invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
-sys.exit(0 if ok else 1)
-"""
+# The sources are artifacts; the modules our actions import are compiled once to
+# bytecode (without __pycache__ every opt action would compile them again: docs/opt.md);
+# every action that runs a tool gets the package as an input, so a remote worker needs
+# nothing of ours installed.
 
 def compile_dist_lto_package(ctx: AnalysisContext, python: str, srcs: list[Artifact], attr: str) -> Artifact:
-    """One `python_compile` action: the directory holding `dist_lto/` and its bytecode.
+    """One `python_compile` action: the directory holding `dist_lto/`, with the bytecode
+    of the modules our actions import (`dist_lto/bytecode.py`, run from its source).
 
     Args:
         ctx: the analysis context of the rule that owns the package.
@@ -32,15 +20,20 @@ def compile_dist_lto_package(ctx: AnalysisContext, python: str, srcs: list[Artif
         attr: `rule: attribute` naming where `srcs` came from, for the error message.
     """
     pairs = []
+    builder = None
     for src in srcs:
         rel = src.short_path
         i = rel.find("dist_lto/")
         if i < 0 or "=" in rel:
             fail("{} must lie in a `dist_lto/` directory (no `=` in its path), got `{}`".format(attr, rel))
         pairs.append(cmd_args(src, format = rel[i:] + "={}"))
+        if rel[i:] == "dist_lto/bytecode.py":
+            builder = src
+    if builder == None:
+        fail("{} must hold `dist_lto/bytecode.py`".format(attr))
     pkg = ctx.actions.declare_output("dist_lto_pkg", dir = True)
     ctx.actions.run(
-        cmd_args(python, "-S", "-E", "-c", _COMPILE_PACKAGE, pkg.as_output(), pairs),
+        cmd_args(python, "-S", "-E", builder, pkg.as_output(), pairs),
         category = "python_compile",
         identifier = "dist_lto",
         # Every dist-lto action needs it, and Buck2 hands out local slots in an order of

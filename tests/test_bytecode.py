@@ -1,0 +1,129 @@
+"""The package as Buck2's actions get it (`dist_lto/bytecode.py`): every source, and
+bytecode for what the subcommands Buck2 runs import, held to what those commands import
+when they run for real."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from dist_lto import bytecode
+from support.links import SMALL_PROGRAM
+from support.tools import Llvm
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGE = REPO / "tools" / "dist_lto"
+SOURCES = sorted(PACKAGE.rglob("*.py"))
+
+
+def build(out: Path) -> subprocess.CompletedProcess[str]:
+    """The `python_compile` action's command, on this checkout's sources."""
+    pairs = [f"{p.relative_to(PACKAGE.parent)}={p}" for p in SOURCES]
+    return subprocess.run([sys.executable, "-S", "-E", str(PACKAGE / "bytecode.py"), str(out),
+                           *pairs], capture_output=True, text=True)  # fmt: skip
+
+
+def compiled(out: Path) -> set[str]:
+    """The modules of the built package that have bytecode."""
+    found = set()
+    for pyc in out.rglob("__pycache__/*.pyc"):
+        source = pyc.parent.parent / (pyc.name.split(".")[0] + ".py")
+        found.add(bytecode.module_of(str(source.relative_to(out))))
+    return found
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("bytecode") / "pkg"
+    proc = build(out)
+    assert (proc.returncode, proc.stderr) == (0, "")
+    return out
+
+
+def test_import_statements_of_every_form_are_followed() -> None:
+    modules = {"dist_lto", "dist_lto.a", "dist_lto.a.b", "dist_lto.c", "dist_lto.d",
+               "dist_lto.e", "dist_lto.f", "dist_lto.g"}  # fmt: skip
+    source = (
+        "from dist_lto.a import b, NAME  # a comment, dist_lto.g\n"
+        "import dist_lto.c\n"
+        "def f():\n"
+        "    from dist_lto import (\n"
+        "        d,\n"
+        "        e,\n"
+        "    )\n"
+        "x = 'import dist_lto.f'\n"
+    )
+    assert bytecode.imported(source, modules) == {
+        "dist_lto", "dist_lto.a", "dist_lto.a.b", "dist_lto.c", "dist_lto.d", "dist_lto.e"
+    }  # fmt: skip
+
+
+def test_every_source_is_copied_and_only_what_actions_import_is_compiled(built: Path) -> None:
+    copied = sorted(p.relative_to(built / "dist_lto") for p in built.rglob("*.py"))
+    assert copied == [p.relative_to(PACKAGE) for p in SOURCES]
+    have = compiled(built)
+    assert set(bytecode.ENTRY_MODULES) <= have
+    assert "dist_lto.report" not in have and "dist_lto.distribute.remote.cas" not in have
+    # A module without bytecode still imports (compiled as it loads).
+    proc = subprocess.run([sys.executable, "-S", "-E", "-B", "-c", "import dist_lto.report.html"],
+                          cwd=built, capture_output=True, text=True)  # fmt: skip
+    assert (proc.returncode, proc.stderr) == (0, "")
+
+
+def test_the_package_is_the_same_bytes_every_time(built: Path, tmp_path: Path) -> None:
+    again = tmp_path / "pkg"
+    assert build(again).returncode == 0
+    files = sorted(p.relative_to(built) for p in built.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(again) for p in again.rglob("*") if p.is_file())
+    for rel in files:
+        assert (built / rel).read_bytes() == (again / rel).read_bytes(), rel
+
+
+_LOADED = (
+    "import json, sys\n"
+    "sys.path.insert(0, sys.argv[1])\n"
+    "from dist_lto.cli import run\n"
+    "status = run(sys.argv[2], sys.argv[3:])\n"
+    "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'dist_lto')\n"
+    "sys.stdout.write(json.dumps([status, loaded]))\n"
+)
+
+
+def loaded_by(built: Path, cwd: Path, argv: list[str]) -> set[str]:
+    """The package's modules that `dist-lto ARGV` loaded, run from the built package."""
+    proc = subprocess.run([sys.executable, "-B", "-c", _LOADED, str(built), *argv], cwd=cwd,
+                          capture_output=True, text=True)  # fmt: skip
+    status, loaded = json.loads(proc.stdout)
+    assert status == 0, proc.stderr
+    return set(loaded)
+
+
+def test_what_buck2s_commands_import_when_they_run_has_bytecode(
+    built: Path, tmp_path: Path, llvm: Llvm
+) -> None:
+    for name, text in SMALL_PROGRAM.items():
+        (tmp_path / name).write_text(text)
+        subprocess.run([llvm.clang, "-O2", "-flto=thin", "-c", name], cwd=tmp_path, check=True)
+    objects = [name.replace(".c", ".o") for name in SMALL_PROGRAM]
+    subprocess.run([llvm.ar, "rcs", "libsmall.a", *objects[1:]], cwd=tmp_path, check=True)
+    meta = {"version": 1, "index_dir": "out/index", "link_plan_output": "out/link-plan.json",
+            "final_link_args_output": "out/final.args", "groups": [{"linkables": [
+                {"kind": "object", "index": i, "path": o,
+                 "index_output": f"out/index/{o}.thinlto.bc", "plan_output": f"out/{i}.json",
+                 "opt_output": f"out/opt/{i}.o"} for i, o in enumerate(objects)]}]}  # fmt: skip
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
+    (tmp_path / "link.args").write_text("-O2\n")
+    runs = [
+        ["prepare", "--archive", "libsmall.a", "--objects-out", "prep/objects",
+         "--manifest-out", "prep/manifest.json"],
+        ["plan", "meta.json", "--", llvm.clang, "-fuse-ld=lld", "-O2"],
+        ["opt", "--input", "main.o", "--index", "out/index/main.o.thinlto.bc",
+         "--out", "main.opt.o", "--args", "link.args", "--", llvm.clang],
+    ]  # fmt: skip
+    loaded = set().union(*(loaded_by(built, tmp_path, argv) for argv in runs))
+    ran = {"dist_lto.planning.planner", "dist_lto.opt_request", "dist_lto.archive.prepare"}
+    assert ran <= loaded
+    assert loaded <= compiled(built)
