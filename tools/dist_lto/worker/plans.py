@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 OUTPUT_LIMIT = 1 << 20
 """What of a plan's stdout and stderr reaches its reply; the rest is read and dropped."""
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_GONE = "the worker's planner process ended before the plan did"
 _BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from dist_lto.worker.plans import serve; serve(int(sys.argv[2]))"  # noqa: E501
 
 
@@ -65,13 +66,20 @@ class Planner:
         self.lock = threading.Lock()
         self.proc: subprocess.Popen[bytes] | None = None
         self.sock: socket.socket | None = None
-        self.waiting: dict[int, tuple[Outcome, Callable[[int], None] | None]] = {}
+        self.waiting: dict[int, tuple[Outcome, Callable[[int], None] | None, socket.socket]] = {}
+        """Requests in flight: their outcome, who is told the child's pid, the planner's
+        socket they went to (only that planner's end fails them)."""
         self.next_id = 0
+        self.closing = False
 
     def warm(self) -> None:
-        """Start the planner unless it runs (it imports while the compiles run)."""
+        """Start the planner unless it runs (it imports while the compiles run); one that
+        cannot start now is tried again by the first plan request."""
         with self.lock:
-            self._start()
+            try:
+                self._start()
+            except OSError as err:
+                self.note(f"warning: no planner yet: {err.strerror or err}")
 
     def _start(self) -> socket.socket:
         """The planner's socket, the planner started first unless it runs (under the lock)."""
@@ -106,7 +114,7 @@ class Planner:
                 break
             reply = json.loads(message)
             with self.lock:
-                outcome, on_start = self.waiting.get(reply["id"], (None, None))
+                outcome, on_start, _ = self.waiting.get(reply["id"], (None, None, sock))
             if outcome is None:
                 continue
             if "pid" in reply:
@@ -118,39 +126,45 @@ class Planner:
                     outcome.status = reply["status"]
                     outcome.changed.notify_all()
         with self.lock:
-            left = [outcome for outcome, _ in self.waiting.values()]
+            left = [outcome for outcome, _, sent in self.waiting.values() if sent is sock]
             if self.sock is sock:
                 self.sock = None
+            closing = self.closing
         sock.close()
+        if not closing:
+            self.note("the planner process ended; the next plan request starts another")
         for outcome in left:
             with outcome.changed:
                 if outcome.status is None:
-                    outcome.problem = "the worker's planner process ended before the plan did"
+                    outcome.problem = _GONE
                     outcome.changed.notify_all()
 
     def run(self, argv: list[str], on_start: "Callable[[int], None] | None") -> tuple[int, bytes]:
         """Run `dist-lto plan ARGV`: its `waitpid` status and what it printed (stdout and
         stderr). OSError, with the line to print, when the planner ended before it did."""
         outcome = Outcome()
-        with self.lock:
-            request = self.next_id
-            self.next_id += 1
-            self.waiting[request] = (outcome, on_start)
+        request = -1
         read_end, write_end = os.pipe()
         try:
             try:
                 with self.lock:
                     sock = self._start()
+                    request = self.next_id
+                    self.next_id += 1
+                    self.waiting[request] = (outcome, on_start, sock)
                 message = json.dumps({"id": request, "argv": argv}).encode()
                 socket.send_fds(sock, [message], [write_end])
+            except OSError:  # the planner has just gone: as if it had taken the request
+                with outcome.changed:
+                    outcome.problem = _GONE
             finally:
                 os.close(write_end)
-            output = _read_bounded(read_end)
+            output = b"" if outcome.problem else _read_bounded(read_end)
             outcome.wait()
         finally:
             os.close(read_end)
             with self.lock:
-                del self.waiting[request]
+                self.waiting.pop(request, None)
         if outcome.status is None:
             raise OSError(outcome.problem)
         return outcome.status, output
@@ -160,6 +174,7 @@ class Planner:
         with self.lock:
             sock, proc = self.sock, self.proc
             self.sock = self.proc = None
+            self.closing = True
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
