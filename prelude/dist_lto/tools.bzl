@@ -60,25 +60,26 @@ def tools_from_runner(runner: Provider, clang: str | RunInfo) -> DistLtoTools:
         clang = clang,
     )
 
+def _through_worker(tools: DistLtoTools, command: cmd_args) -> WorkerRunInfo | RunInfo:
+    """`command` as an action's `exe`: sent to the tools' worker when the action runs
+    locally and there is one; run as it is otherwise (remotely, with `[build]
+    use_persistent_workers = false`, or with no worker)."""
+    if tools.opt_worker == None:
+        return RunInfo(args = command)
+    return WorkerRunInfo(worker = tools.opt_worker, exe = command)
+
 def opt_executable(tools: DistLtoTools) -> WorkerRunInfo | RunInfo:
     """The `exe` of an opt action, whose arguments are `dist-lto opt`'s (after `opt`).
 
-    Run locally, Buck2 sends the arguments to the tools' worker; run remotely (or with
-    `[build] use_persistent_workers = false`, or no worker), the
-    command is `dist-lto opt` followed by the arguments, exactly the command an opt
-    action always ran.
+    Run locally, Buck2 sends the arguments to the tools' worker; otherwise the command
+    is `dist-lto opt` followed by the arguments, exactly the command an opt action
+    always ran.
     """
-    opt = dist_lto_command(tools.opt_python, tools.pkg, "opt", fast = True)
-    if tools.opt_worker == None:
-        return RunInfo(args = opt)
-    return WorkerRunInfo(worker = tools.opt_worker, exe = opt)
+    return _through_worker(tools, dist_lto_command(tools.opt_python, tools.pkg, "opt", fast = True))
 
 def plan_executable(tools: DistLtoTools) -> WorkerRunInfo | RunInfo:
     """The `exe` of a plan action, whose arguments start with `plan`: the worker runs
     it locally in a child of its warm planner, where the command would start an
-    interpreter and import the planner on the link's critical path; elsewhere it is
+    interpreter and import the planner on the link's critical path; otherwise it is
     the command `dist-lto plan ...`."""
-    main = dist_lto_command(tools.python, tools.pkg, "")
-    if tools.opt_worker == None:
-        return RunInfo(args = main)
-    return WorkerRunInfo(worker = tools.opt_worker, exe = main)
+    return _through_worker(tools, dist_lto_command(tools.python, tools.pkg, ""))

@@ -20,7 +20,6 @@ nothing of the package.
 import os
 import py_compile
 import re
-import shutil
 import sys
 
 ENTRY_MODULES = (
@@ -81,16 +80,19 @@ def closure(sources: dict[str, str]) -> set[str]:
 
 
 def main(argv: list[str]) -> int:
-    out, pairs = argv[0], [arg.split("=", 1) for arg in argv[1:]]
+    out = argv[0]
     texts: dict[str, str] = {}
-    for rel, src in pairs:
+    paths: dict[str, str] = {}
+    for rel, src in (arg.split("=", 1) for arg in argv[1:]):
+        with open(src, "rb") as f:
+            data = f.read()
         dest = os.path.join(out, rel)
         os.makedirs(os.path.dirname(dest), exist_ok=True)
-        shutil.copyfile(src, dest)
+        with open(dest, "wb") as f:
+            f.write(data)
         if rel.endswith(".py"):
-            with open(src, encoding="utf-8") as f:
-                texts[module_of(rel)] = f.read()
-    paths = {module_of(rel): rel for rel, _ in pairs if rel.endswith(".py")}
+            texts[module_of(rel)] = data.decode()
+            paths[module_of(rel)] = rel
     for name in sorted(closure(texts)):
         path = os.path.join(out, paths[name])
         try:

@@ -42,11 +42,10 @@ _BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from dist_lto.worker.plans
 class Outcome:
     """A request's end: the child's `waitpid` status, or why there is none."""
 
-    __slots__ = ("changed", "pid", "problem", "status")
+    __slots__ = ("changed", "problem", "status")
 
     def __init__(self) -> None:
         self.changed = threading.Condition()
-        self.pid = 0
         self.status: int | None = None
         self.problem = ""
 
@@ -118,9 +117,8 @@ class Planner:
             if outcome is None:
                 continue
             if "pid" in reply:
-                outcome.pid = reply["pid"]
                 if on_start is not None:
-                    on_start(outcome.pid)
+                    on_start(reply["pid"])
             else:
                 with outcome.changed:
                     outcome.status = reply["status"]

@@ -19,7 +19,7 @@ from dist_lto.cli import error_report, internal_error_report
 from dist_lto.distribute.compilers import WorkerCompiler
 from dist_lto.errors import EXIT_INTERNAL, DistLtoError
 from dist_lto.fsutil import write_output
-from dist_lto.process.children import CAPTURE, DEVNULL, action_status, run
+from dist_lto.process.children import CAPTURE, DEVNULL, action_status, exit_status, run
 from dist_lto.worker.reuse import backend_for
 
 if TYPE_CHECKING:
@@ -278,7 +278,7 @@ def _run_plan(argv: list[str], planner: "Planner", running: Running) -> Reply:
         return Reply(EXIT_INTERNAL, f"dist-lto plan: error: {err}\n".encode())
     finally:
         running.close()
-    return Reply(action_status(os.waitstatus_to_exitcode(status)), output)
+    return Reply(action_status(exit_status(status)), output)
 
 
 def _run_command(argv: list[str]) -> Reply:
