@@ -60,9 +60,12 @@ builds, summed over the workloads (and the same two for ours-noworker and ours-f
 
 The scratch projects live in `--dir` (default: the system's temporary directory). The
 header says what a new file costs there: the CPU of creating files and directories in
-it, measured before the first build. Every file a build writes pays that, and ours
-writes more files than in-process ThinLTO (an index, an object and their directories
-per module; docs/benchmarks.md).
+it, measured before the first build and after the last. Every file a build writes pays
+that, and ours writes more files than in-process ThinLTO (an index, an object and their
+directories per module; docs/benchmarks.md). On ext4 without a journal that cost rises
+several times for minutes after many files are deleted, so every buck-out stays until
+the run ends (`Session`), and a run started just after another one's cleanup pays for
+it (the header shows it).
 
 Usage: .venv/bin/python bench/buck2.py [--workloads lua,zstd] [--rounds 3]
                                        [--variants ours,inprocess,...] [--dir DIR]
@@ -240,11 +243,21 @@ class Built:
 
 
 class Session:
-    """A new daemon in a new isolation dir (so an empty buck-out); `close()` kills it and
-    deletes its buck-out, so no measurement inherits another's outputs."""
+    """A new daemon in a new isolation dir (so an empty buck-out), with an opt worker
+    reuse store of its own (so a full build reuses nothing an earlier one kept, and no
+    worker starts by pruning the slots of every build before it); `close()` kills the
+    daemon.
+
+    Its buck-out stays until the run ends, with the scratch projects: after tens of
+    thousands of files are deleted, a new file costs several times more on ext4 without
+    a journal for minutes (the allocator skips recently deleted inodes), and a build
+    that followed would pay for the bench's cleanup, ours more than in-process since it
+    writes more files."""
 
     def __init__(self, project: Path) -> None:
-        self.buck = Buck2(project, isolation_dir=f"bench-{uuid.uuid4().hex[:10]}")
+        isolation = f"bench-{uuid.uuid4().hex[:10]}"
+        self.buck = Buck2(project, isolation_dir=isolation)
+        self.buck.config["dist_lto.opt_reuse_dir"] = f"buck-out/{isolation}/dist_lto_reuse"
         self.buck("server", config=False)  # the daemon's start is not the build's
 
     def build(self, target: str) -> Built:
@@ -308,7 +321,6 @@ class Session:
 
     def close(self) -> None:
         self.buck.kill()
-        shutil.rmtree(self.buck.project / "buck-out" / self.buck.isolation_dir, ignore_errors=True)
 
 
 @dataclass
@@ -323,7 +335,7 @@ class Figures:
     full_ran: dict[str, collections.Counter[str]] = field(default_factory=dict)
     critical: dict[str, dict[str, float]] = field(default_factory=dict)
     gap: dict[str, buck2_gap.Gap] = field(default_factory=dict)
-    worker: dict[str, tuple[float, float] | None] = field(default_factory=dict)
+    worker: dict[str, tuple[float, float, float] | None] = field(default_factory=dict)
     """The last full build's opt worker CPU and its compilers' (`buck2_gap.worker_cpu`)."""
     backends_cpu: dict[str, list[float]] = field(default_factory=dict)
     """Each full build's backend CPU: ours' compile servers, in-process LLD's link."""
@@ -542,8 +554,7 @@ def main() -> int:
     if unknown:
         parser.error(f"--variants: unknown {unknown[0]!r} (known: {', '.join(VARIANTS)})")
     base = args.dir.resolve()
-    where = (f"projects in {base} ({filesystem(base)}): a new file or directory there costs"
-             f" {file_cost(base):.0f} us of CPU")  # fmt: skip
+    before = file_cost(base)
     with tempfile.TemporaryDirectory(prefix="bench-buck2-", dir=base) as tmp:
         kinds = {VARIANTS[v][0] for v in variants}
         projects = {}
@@ -568,6 +579,9 @@ def main() -> int:
             for load in loads:
                 load.round(order, last=round_ == args.rounds - 1)
                 print(f"# round {round_ + 1} {load.name} done", file=sys.stderr, flush=True)
+        where = (f"projects in {base} ({filesystem(base)}): a new file or directory there costs"
+                 f" {before:.0f} us of CPU before the first build, {file_cost(base):.0f} us"
+                 " after the last")  # fmt: skip
         report(loads, args.rounds, variants, where)
     return 0
 

@@ -222,11 +222,11 @@ WORKER_LOGS = Path("/tmp/buck2_worker")
 """Where Buck2 keeps each worker's stderr: BUILD_ID-N/stderr."""
 
 
-def worker_cpu(build_id: str, wait: float = 0.0) -> tuple[float, float] | None:
-    """(the opt worker's own CPU, its compilers') from the `cpu:` line its log ends with
-    once Buck2 has stopped it (summed over the build's workers), or None; waits up to
-    `wait` seconds for a worker that has not written it yet (it notices its daemon's
-    end within a second)."""
+def worker_cpu(build_id: str, wait: float = 0.0) -> tuple[float, float, float] | None:
+    """(the opt worker's own CPU, its compilers', its planner's with the plans) from the
+    `cpu:` line its log ends with once Buck2 has stopped it (summed over the build's
+    workers), or None; waits up to `wait` seconds for a worker that has not written it
+    yet (it notices its daemon's end within a second)."""
     import time
 
     deadline = time.monotonic() + wait
@@ -241,18 +241,18 @@ def worker_cpu(build_id: str, wait: float = 0.0) -> tuple[float, float] | None:
         for line in text.splitlines():
             words = line.split()
             if "cpu:" in words and "compilers" in words:
-                own = float(words[words.index("worker") + 1])
-                theirs = float(words[words.index("compilers") + 1])
-                before = found or (0.0, 0.0)
-                found = (before[0] + own, before[1] + theirs)
+                figures = [float(words[words.index(name) + 1]) if name in words else 0.0
+                           for name in ("worker", "compilers", "planner")]  # fmt: skip
+                before = found or (0.0, 0.0, 0.0)
+                found = (before[0] + figures[0], before[1] + figures[1], before[2] + figures[2])
     return found
 
 
 def describe(
-    gap: Gap, baseline: Gap | None, worker: tuple[float, float] | None = None
+    gap: Gap, baseline: Gap | None, worker: tuple[float, float, float] | None = None
 ) -> list[str]:
     """Lines for one build against its in-process twin's; `worker`: its opt worker's
-    CPU and its compilers' (`worker_cpu`)."""
+    CPU, its compilers' and its planner's (`worker_cpu`)."""
     total = sum(v for k, v in gap.cpu.items() if k != "backends")
     parts = ", ".join(f"{k} {v:.2f}" for k, v in sorted(gap.cpu.items()))
     missing = f" (not measured: {', '.join(gap.unmeasured)})" if gap.unmeasured else ""
@@ -266,7 +266,8 @@ def describe(
                     f"backends cpu / in-process link cpu: {gap.cpu['backends'] / base:.3f}"
                 )
     if worker is not None:
-        lines.append(f"opt worker cpu s: itself {worker[0]:.2f}, its compilers {worker[1]:.2f}")
+        lines.append(f"opt worker cpu s: itself {worker[0]:.2f}, its compilers {worker[1]:.2f},"
+                     f" its planner and plans {worker[2]:.2f}")  # fmt: skip
         base = sum(baseline.cpu.values()) if baseline is not None else 0.0
         if base:
             lines.append(f"worker's compilers cpu / in-process link cpu: {worker[1] / base:.3f}")

@@ -428,3 +428,20 @@ def test_a_ready_request_starts_the_planner_and_a_planner_that_dies_fails_only_i
         assert planners(client.proc.pid) != [planner]
     finally:
         client.close()
+
+
+def test_a_stopped_worker_logs_its_planners_cpu_apart_from_its_compilers(
+    indexed: Indexed, tmp_path: Path
+) -> None:
+    """bench/buck2.py sets the compilers' figure against in-process LLD's backends: the
+    planner, its plans and their index steps are not backends."""
+    client = WorkerClient(str(tmp_path / "worker.sock"), str(indexed.root))
+    try:
+        argv = ["plan", small_meta(indexed, "cpu"), "--", indexed.clang, "-fuse-ld=lld", "-O2"]
+        assert client.execute(argv).exit_code == 0
+    finally:
+        client.close()
+    (line,) = [line for line in client.log().splitlines() if " cpu: " in line]
+    words = line.split()
+    assert float(words[words.index("compilers") + 1]) == 0.0, line  # no backend ran
+    assert float(words[words.index("planner") + 1]) > 0.0, line

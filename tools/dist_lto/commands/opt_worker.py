@@ -148,8 +148,9 @@ def main(argv: list[str]) -> int:
         service.stop_all()
         server.stop(None).wait()
         pool.close()
+        compilers = _children_cpu()
         planner.close()
-        _log_cpu(log)
+        _log_cpu(log, compilers)
         for path in (socket_path, server_path):
             try:  # noqa: SIM105 (Buck2 may have removed it)
                 os.unlink(path)
@@ -160,15 +161,23 @@ def main(argv: list[str]) -> int:
     return 128 + stopped_by[0] if stopped_by else 0
 
 
-def _log_cpu(log: "Callable[[str], None]") -> None:
-    """What the worker and the compilers it ran and reaped cost: where a build's time
-    went outside Buck2 (bench/buck2.py reads it)."""
+def _children_cpu() -> float:
+    """User + system seconds of the children reaped so far, theirs included."""
+    import resource
+
+    theirs = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return theirs.ru_utime + theirs.ru_stime
+
+
+def _log_cpu(log: "Callable[[str], None]", compilers: float) -> None:
+    """What the worker, the compilers it ran (`compilers`: its children reaped before the
+    planner) and the planner with its plans cost: where a build's time went outside
+    Buck2 (bench/buck2.py reads it)."""
     import resource
 
     own = resource.getrusage(resource.RUSAGE_SELF)
-    theirs = resource.getrusage(resource.RUSAGE_CHILDREN)
-    log(f"cpu: worker {own.ru_utime + own.ru_stime:.2f} s, compilers"
-        f" {theirs.ru_utime + theirs.ru_stime:.2f} s (user + system)")  # fmt: skip
+    log(f"cpu: worker {own.ru_utime + own.ru_stime:.2f} s, compilers {compilers:.2f} s,"
+        f" planner {_children_cpu() - compilers:.2f} s (user + system)")  # fmt: skip
 
 
 def _prune(store: "Store", started: float) -> None:
