@@ -336,7 +336,8 @@ class Figures:
     critical: dict[str, dict[str, float]] = field(default_factory=dict)
     gap: dict[str, buck2_gap.Gap] = field(default_factory=dict)
     worker: dict[str, tuple[float, float, float] | None] = field(default_factory=dict)
-    """The last full build's opt worker CPU and its compilers' (`buck2_gap.worker_cpu`)."""
+    """The last full build's opt worker CPU, its compilers' and its planner's
+    (`buck2_gap.worker_cpu`)."""
     backends_cpu: dict[str, list[float]] = field(default_factory=dict)
     """Each full build's backend CPU: ours' compile servers, in-process LLD's link."""
 

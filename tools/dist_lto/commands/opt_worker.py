@@ -171,8 +171,8 @@ def _children_cpu() -> float:
 
 def _log_cpu(log: "Callable[[str], None]", compilers: float) -> None:
     """What the worker, the compilers it ran (`compilers`: its children reaped before the
-    planner) and the planner with its plans cost: where a build's time went outside
-    Buck2 (bench/buck2.py reads it)."""
+    planner's last process, so a planner that ended early too) and that planner with its
+    plans cost: where a build's time went outside Buck2 (bench/buck2.py reads it)."""
     import resource
 
     own = resource.getrusage(resource.RUSAGE_SELF)
