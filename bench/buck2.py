@@ -45,7 +45,10 @@ Inside every full build, the CPU of its backends is also taken: the opt worker's
 compilers (its log's `cpu:` line) for ours, and for in-process the link's LLD (which
 the in-process binary runs through a shell wrapper, `--ld-path`, that records its
 child's user + system time with `times`). Ours' figure leaves out the index step and
-the final link, which in-process LLD's includes.
+the final link, which in-process LLD's includes (the worker's log gives its planner,
+the plans and their index steps apart, and what the worker took to start). So is the
+CPU of Buck2's daemon and of its forkserver over each full build (`/proc`), set
+against the number of actions the build ran.
 
 The variants rotate which goes first, round by round. Each built binary passes the
 workload's functional check. The last lines, per distributed variant and workload:
@@ -53,8 +56,9 @@ workload's functional check. The last lines, per distributed variant and workloa
 edit reran, of those the full build ran: the last round's), and
 `buck2-full/VARIANT/WORKLOAD: R of in-process` (median full-build wall time over that of
 the in-process build of the same project); per workload `buck2-backends-cpu/WORKLOAD:
-ours' compile servers X s, in-process link Y s, ratio R` (medians over the full
-builds); then `buck2-dist/inprocess: <ratio>` and
+ours' compile servers X s, in-process link Y s, ratio R` and
+`buck2-daemon-cpu/WORKLOAD: ours X s over N actions, in-process Y s over M; Z ms per
+action more` (medians over the full builds); then `buck2-dist/inprocess: <ratio>` and
 `buck2-incremental-dist/inprocess: <ratio>`, ours over in-process, full and incremental
 builds, summed over the workloads (and the same two for ours-noworker and ours-forked).
 
@@ -240,6 +244,24 @@ class Built:
     wall: float
     tail: float
     exe: Path
+    daemon_cpu: float | None = None
+    """CPU seconds of Buck2's daemon and its forkserver over the build (`daemon_cpu`)."""
+
+
+def daemon_cpu(pids: list[int | None]) -> float | None:
+    """User + system seconds so far of these processes (all their threads; not their
+    children, whose CPU the actions' own figures hold), or None if one has gone."""
+    total = 0
+    for pid in pids:
+        if pid is None:
+            continue
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            return None
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 class Session:
@@ -259,12 +281,18 @@ class Session:
         self.buck = Buck2(project, isolation_dir=isolation)
         self.buck.config["dist_lto.opt_reuse_dir"] = f"buck-out/{isolation}/dist_lto_reuse"
         self.buck("server", config=False)  # the daemon's start is not the build's
+        status = orjson.loads(self.buck("status", config=False).stdout)
+        self.daemon_pids = [status["process_info"]["pid"], status.get("forkserver_pid")]
+        """Buck2's daemon and the forkserver that spawns its local commands."""
 
     def build(self, target: str) -> Built:
+        before = daemon_cpu(self.daemon_pids)
         start = time.perf_counter()
         outputs = self.buck.outputs(target)
         wall = time.perf_counter() - start
-        return Built(wall, self.tail(), next(iter(outputs.values())))
+        after = daemon_cpu(self.daemon_pids)
+        spent = after - before if after is not None and before is not None else None
+        return Built(wall, self.tail(), next(iter(outputs.values())), spent)
 
     def tail(self) -> float:
         """Seconds from the end of the last build's last compile to the end of its last
@@ -335,7 +363,7 @@ class Figures:
     full_ran: dict[str, collections.Counter[str]] = field(default_factory=dict)
     critical: dict[str, dict[str, float]] = field(default_factory=dict)
     gap: dict[str, buck2_gap.Gap] = field(default_factory=dict)
-    worker: dict[str, tuple[float, float, float] | None] = field(default_factory=dict)
+    worker: dict[str, buck2_gap.WorkerCpu | None] = field(default_factory=dict)
     """The last full build's opt worker CPU, its compilers' and its planner's
     (`buck2_gap.worker_cpu`)."""
     backends_cpu: dict[str, list[float]] = field(default_factory=dict)
@@ -393,7 +421,7 @@ class Workload:
             cpu = linked
         elif variant.startswith("ours") and variant != "ours-noworker":
             worker = buck2_gap.worker_cpu(trace, wait=10.0) if trace else None
-            cpu = worker[1] if worker is not None else None
+            cpu = worker.compilers if worker is not None else None
         else:
             return
         if cpu is not None:
@@ -528,6 +556,17 @@ def report(loads: list[Workload], rounds: int, variants: list[str], where: str) 
             print(f"buck2-backends-cpu/{load.name}: ours' compile servers {ours_cpu:.2f} s,"
                   f" in-process link {theirs:.2f} s, ratio {ours_cpu / theirs:.3f}"
                   " (inside the full builds, medians)")  # fmt: skip
+        daemon = {
+            v: [b.daemon_cpu for b in load.figures.full[v] if b.daemon_cpu is not None]
+            for v in ("ours", "inprocess")
+        }
+        ran = {v: sum(load.figures.full_ran.get(v, {}).values()) for v in daemon}
+        if all(daemon.values()) and ran["ours"] > ran["inprocess"]:
+            ours_d, theirs_d = (statistics.median(daemon[v]) for v in ("ours", "inprocess"))
+            extra = (ours_d - theirs_d) / (ran["ours"] - ran["inprocess"]) * 1e3
+            print(f"buck2-daemon-cpu/{load.name}: ours {ours_d:.2f} s over {ran['ours']} actions,"
+                  f" in-process {theirs_d:.2f} s over {ran['inprocess']}; {extra:.1f} ms per"
+                  " action more (inside the full builds, medians)")  # fmt: skip
     for ours, label in (("ours", "dist"), ("ours-noworker", "dist-noworker"),
                         ("ours-forked", "dist-forked")):  # fmt: skip
         if ours not in variants or "inprocess" not in variants:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import collections
 import os
+import re
 import shlex
 import statistics
 import subprocess
@@ -222,11 +223,32 @@ WORKER_LOGS = Path("/tmp/buck2_worker")
 """Where Buck2 keeps each worker's stderr: BUILD_ID-N/stderr."""
 
 
-def worker_cpu(build_id: str, wait: float = 0.0) -> tuple[float, float, float] | None:
-    """(the opt worker's own CPU, its compilers', its planner's with the plans) from the
-    `cpu:` line its log ends with once Buck2 has stopped it (summed over the build's
-    workers), or None; waits up to `wait` seconds for a worker that has not written it
-    yet (it notices its daemon's end within a second)."""
+@dataclass(frozen=True)
+class WorkerCpu:
+    """CPU seconds of a build's opt workers, from their logs (summed over them)."""
+
+    own: float
+    """The workers themselves, all threads."""
+    start: float
+    """Of `own`, until each served its first request: the interpreter, imports, gRPC."""
+    compilers: float
+    """Their compile servers and forked compilers."""
+    planner: float
+    """Their planners, with the plans and the plans' index steps."""
+
+
+_STARTED = re.compile(r"serving opt requests on .* \(pid \d+, ([0-9.]+) s of CPU to start\)")
+
+
+def _figure(words: list[str], name: str) -> float:
+    return float(words[words.index(name) + 1]) if name in words else 0.0
+
+
+def worker_cpu(build_id: str, wait: float = 0.0) -> WorkerCpu | None:
+    """The build's opt workers' CPU from their logs: the `cpu:` line each ends with once
+    Buck2 has stopped it, and what its first line says it took to start; None without
+    a `cpu:` line. Waits up to `wait` seconds for a worker that has not written it yet
+    (it notices its daemon's end within a second)."""
     import time
 
     deadline = time.monotonic() + wait
@@ -238,19 +260,24 @@ def worker_cpu(build_id: str, wait: float = 0.0) -> tuple[float, float, float] |
         time.sleep(0.2)
     found = None
     for text in texts:
+        start = 0.0
         for line in text.splitlines():
+            started = _STARTED.search(line)
+            if started:
+                start = float(started.group(1))
             words = line.split()
             if "cpu:" in words and "compilers" in words:
-                figures = [float(words[words.index(name) + 1]) if name in words else 0.0
-                           for name in ("worker", "compilers", "planner")]  # fmt: skip
-                before = found or (0.0, 0.0, 0.0)
-                found = (before[0] + figures[0], before[1] + figures[1], before[2] + figures[2])
+                before = found or WorkerCpu(0.0, 0.0, 0.0, 0.0)
+                found = WorkerCpu(
+                    before.own + _figure(words, "worker"),
+                    before.start + start,
+                    before.compilers + _figure(words, "compilers"),
+                    before.planner + _figure(words, "planner"),
+                )
     return found
 
 
-def describe(
-    gap: Gap, baseline: Gap | None, worker: tuple[float, float, float] | None = None
-) -> list[str]:
+def describe(gap: Gap, baseline: Gap | None, worker: WorkerCpu | None = None) -> list[str]:
     """Lines for one build against its in-process twin's; `worker`: its opt worker's
     CPU, its compilers' and its planner's (`worker_cpu`)."""
     total = sum(v for k, v in gap.cpu.items() if k != "backends")
@@ -266,11 +293,14 @@ def describe(
                     f"backends cpu / in-process link cpu: {gap.cpu['backends'] / base:.3f}"
                 )
     if worker is not None:
-        lines.append(f"opt worker cpu s: itself {worker[0]:.2f}, its compilers {worker[1]:.2f},"
-                     f" its planner and plans {worker[2]:.2f}")  # fmt: skip
+        lines.append(f"opt worker cpu s: itself {worker.own:.2f} ({worker.start:.2f} to start),"
+                     f" its compilers {worker.compilers:.2f}, its planner and plans"
+                     f" {worker.planner:.2f}")  # fmt: skip
         base = sum(baseline.cpu.values()) if baseline is not None else 0.0
         if base:
-            lines.append(f"worker's compilers cpu / in-process link cpu: {worker[1] / base:.3f}")
+            lines.append(
+                f"worker's compilers cpu / in-process link cpu: {worker.compilers / base:.3f}"
+            )
     idle = gap.opt_idle_per_action
     lines.append(
         f"actions {gap.actions}, {gap.after_command_mean * 1e3:.1f} ms each after its command;"

@@ -8,6 +8,7 @@ import concurrent.futures
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -430,18 +431,21 @@ def test_a_ready_request_starts_the_planner_and_a_planner_that_dies_fails_only_i
         client.close()
 
 
-def test_a_stopped_worker_logs_its_planners_cpu_apart_from_its_compilers(
+def test_a_worker_logs_its_start_and_its_planners_cpu_apart_from_its_compilers(
     indexed: Indexed, tmp_path: Path
 ) -> None:
     """bench/buck2.py sets the compilers' figure against in-process LLD's backends: the
-    planner, its plans and their index steps are not backends."""
+    planner, its plans and their index steps are not backends; and it reports what the
+    worker took to start."""
     client = WorkerClient(str(tmp_path / "worker.sock"), str(indexed.root))
     try:
         argv = ["plan", small_meta(indexed, "cpu"), "--", indexed.clang, "-fuse-ld=lld", "-O2"]
         assert client.execute(argv).exit_code == 0
     finally:
         client.close()
-    (line,) = [line for line in client.log().splitlines() if " cpu: " in line]
+    log = client.log()
+    assert re.search(r"serving opt requests on .* \(pid \d+, \d+\.\d\d s of CPU to start\)\n", log)
+    (line,) = [line for line in log.splitlines() if " cpu: " in line]
     words = line.split()
     assert float(words[words.index("compilers") + 1]) == 0.0, line  # no backend ran
     assert float(words[words.index("planner") + 1]) > 0.0, line

@@ -138,7 +138,8 @@ def main(argv: list[str]) -> int:
     relay = Relay(listener, server_path)
     relay.start()
     try:
-        log(f"serving opt requests on {socket_path} (pid {os.getpid()})")
+        log(f"serving opt requests on {socket_path} (pid {os.getpid()},"
+            f" {_own_cpu():.2f} s of CPU to start)")  # fmt: skip
         _watch_parent(stop)
         while not stop.wait(1.0):
             pass
@@ -161,6 +162,14 @@ def main(argv: list[str]) -> int:
     return 128 + stopped_by[0] if stopped_by else 0
 
 
+def _own_cpu() -> float:
+    """User + system seconds of this process so far, all its threads."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime
+
+
 def _children_cpu() -> float:
     """User + system seconds of the children reaped so far, theirs included."""
     import resource
@@ -173,10 +182,7 @@ def _log_cpu(log: "Callable[[str], None]", compilers: float) -> None:
     """What the worker, the compilers it ran (`compilers`: its children reaped before the
     planner's last process, so a planner that ended early too) and that planner with its
     plans cost: where a build's time went outside Buck2 (bench/buck2.py reads it)."""
-    import resource
-
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    log(f"cpu: worker {own.ru_utime + own.ru_stime:.2f} s, compilers {compilers:.2f} s,"
+    log(f"cpu: worker {_own_cpu():.2f} s, compilers {compilers:.2f} s,"
         f" planner {_children_cpu() - compilers:.2f} s (user + system)")  # fmt: skip
 
 
