@@ -557,7 +557,7 @@ def report(loads: list[Workload], rounds: int, variants: list[str], where: str) 
                   f" in-process link {theirs:.2f} s, ratio {ours_cpu / theirs:.3f}"
                   " (inside the full builds, medians)")  # fmt: skip
         daemon = {
-            v: [b.daemon_cpu for b in load.figures.full[v] if b.daemon_cpu is not None]
+            v: [b.daemon_cpu for b in load.figures.full.get(v, []) if b.daemon_cpu is not None]
             for v in ("ours", "inprocess")
         }
         ran = {v: sum(load.figures.full_ran.get(v, {}).values()) for v in daemon}

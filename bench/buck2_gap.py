@@ -230,7 +230,7 @@ class WorkerCpu:
     own: float
     """The workers themselves, all threads."""
     start: float
-    """Of `own`, until each served its first request: the interpreter, imports, gRPC."""
+    """Of `own`, until each was ready to serve: the interpreter, imports, gRPC."""
     compilers: float
     """Their compile servers and forked compilers."""
     planner: float
