@@ -248,7 +248,7 @@ def test_a_worker_killed_mid_build_fails_only_its_actions_and_the_next_build_suc
 
     def worker_pid() -> int | None:
         for log in worker_logs(build_dir):
-            found = re.search(r"\(pid (\d+)\)", log)
+            found = re.search(r"\(pid (\d+),", log)
             if found:
                 return int(found.group(1))
         return None

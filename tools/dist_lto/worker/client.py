@@ -33,13 +33,17 @@ class WorkerClient:
             response_deserializer=protocol.decode_response,
         )
         deadline = time.monotonic() + 60
-        while True:
-            try:
-                grpc.channel_ready_future(self.channel).result(timeout=0.5)
-                break
-            except grpc.FutureTimeoutError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"worker did not start: {self.log()}") from None
+        ready = grpc.channel_ready_future(self.channel)
+        try:  # one future, cancelled at the end: each one polls the channel on a thread
+            while True:
+                try:
+                    ready.result(timeout=0.5)
+                    break
+                except grpc.FutureTimeoutError:
+                    if self.proc.poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError(f"worker did not start: {self.log()}") from None
+        finally:
+            ready.cancel()
 
     def execute(self, argv: list[str], timeout_s: int | None = None) -> protocol.Response:
         command = protocol.Command([os.fsencode(a) for a in argv], [], timeout_s)
