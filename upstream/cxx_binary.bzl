@@ -28,15 +28,15 @@ load(
     "process_link_strategy_for_pic_behavior",
     UpstreamArchiveLinkable = "ArchiveLinkable",
 )
-load("//prelude/dist_lto:link.bzl", "dist_lto_link")
+load("//upstream/phases:link.bzl", "dist_lto_link")
 load(
-    "//prelude/dist_lto:linkables.bzl",
+    "//upstream/phases:linkables.bzl",
     "ArchiveLinkable",
     "ArgsLinkable",
     "LinkGroup",
     "ObjectLinkable",
 )
-load("//prelude/dist_lto:tools.bzl", "DistLtoRunnerInfo", "tools_from_runner")
+load("//upstream/phases:tools.bzl", "DistLtoRunnerInfo", "tools_from_runner")
 
 def _flags(flags: list) -> list[str | Artifact | cmd_args]:
     """Linker flags as the meta file carries them: strings and files as they are,

@@ -6,9 +6,11 @@
 # runs a tool gets the package as an input, so a remote worker needs nothing of ours
 # installed, only the Python named in the user's `[dist_lto]` configuration.
 
-# Shared with our own rules' toolchain (prelude/toolchain.bzl).
-load("//prelude/dist_lto:package.bzl", "compile_dist_lto_package", "dist_lto_command")
-load("//prelude/dist_lto:tools.bzl", "dist_lto_runner")
+# Shared with our own rules' toolchain (prelude/toolchain.bzl), through the `phases`
+# link to prelude/dist_lto: in this repository `prelude/` is a cell of its own, which a
+# load from this cell may not reach into.
+load("//upstream/phases:package.bzl", "compile_dist_lto_package", "dist_lto_command")
+load("//upstream/phases:tools.bzl", "dist_lto_runner")
 
 DistLtoPackageInfo = provider(
     doc = "The dist-lto Python package, compiled.",
