@@ -92,3 +92,15 @@ def test_a_buck2_init_project_distributes_with_the_docs_lines(
         assert compiles == {"stats.c": "LocalDepFileCache", "text.c": "Local"}
     finally:
         buck2.kill()
+
+
+def test_this_repository_as_its_own_root_cell_lists_every_target(tmp_path: Path) -> None:
+    """`buck2 targets //...` in a checkout: `upstream/` loads the shared phases through
+    its `phases` link, since here `prelude/` is a cell of its own."""
+    buck2 = real_buck2.Buck2(real_buck2.repository_as_cell(tmp_path / "repo"))
+    try:
+        listed = buck2("targets", "//...").stdout.splitlines()
+    finally:
+        buck2.kill()
+    assert "root//upstream:toolset" in listed
+    assert "root//examples/c:wordstats" in listed
