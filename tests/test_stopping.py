@@ -290,3 +290,30 @@ def test_a_stopped_childs_group_may_clean_up_after_it_before_sigkill(tmp_path: P
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_a_stop_during_a_trees_removal_lets_the_removal_finish_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stop signal raises StopRequested wherever the tool is; when that is inside the
+    removal of a staging directory, the directory still goes before the stop goes on."""
+    from dist_lto.fsutil import remove_tree
+
+    tree = tmp_path / ".index-step-x.tmp"
+    (tree / "sub").mkdir(parents=True)
+    for name in ("index.list", "a.thinlto.bc", "sub/b.thinlto.bc"):
+        (tree / name).write_bytes(b"x")
+    real = shutil.rmtree
+    calls = []
+
+    def stopped_midway(path: str, ignore_errors: bool = False) -> None:
+        calls.append(path)
+        if len(calls) == 1:  # the first removal: one file gone, then the signal
+            os.unlink(tree / "a.thinlto.bc")
+            raise children.StopRequested(signal.SIGINT)
+        real(path, ignore_errors=ignore_errors)
+
+    monkeypatch.setattr(shutil, "rmtree", stopped_midway)
+    with pytest.raises(children.StopRequested):
+        remove_tree(str(tree))
+    assert not tree.exists()

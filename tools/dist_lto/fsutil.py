@@ -198,6 +198,19 @@ def remove_quietly(path: str) -> None:
         pass
 
 
+def remove_tree(path: str) -> None:
+    """Remove the directory `path` and everything below it, best effort, and to the end
+    when a stop signal arrives meanwhile: its StopRequested goes on once the tree is gone
+    (later stops are ignored), where a removal it cut short would leave part of it."""
+    import shutil
+
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)
+        raise
+
+
 def write_atomic(path: str, data: bytes) -> None:
     """Write `data` to `path` through a temporary file and a rename."""
     with atomic_output(path) as tmp, open(tmp, "wb") as f:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.formats.response_file import response_file
-from dist_lto.fsutil import read_input, write_atomic
+from dist_lto.fsutil import read_input, remove_tree, write_atomic
 from dist_lto.llvm.bitcode import is_bitcode
 from dist_lto.path_spelling import climb, is_plain, norm
 from dist_lto.process import children
@@ -133,9 +133,19 @@ def run(
         _remove_stale_staging(layout.index_dir, line)
         write_atomic(layout.args_file, response_file(line))
         argv = [*command, "@" + layout.args_file]
-        staging_dir = tempfile.mkdtemp(STAGING_SUFFIX, STAGING_PREFIX, layout.index_dir or ".")
-        staging = layout.staging(posixpath.join(layout.index_dir, os.path.basename(staging_dir)))
+        # A stop signal is held back until the `try` that removes the staging directory
+        # has begun, so that none falls between its making and its removal's.
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, children.STOP_SIGNALS)
         try:
+            staging_dir = tempfile.mkdtemp(STAGING_SUFFIX, STAGING_PREFIX, layout.index_dir or ".")
+        except BaseException:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+            raise
+        try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+            staging = layout.staging(
+                posixpath.join(layout.index_dir, os.path.basename(staging_dir))
+            )
             try:
                 done = children.run(
                     [*argv, *staging.flags(is_raw_linker(command), declaration_imports)],
@@ -154,7 +164,7 @@ def run(
                 )
             publish(staging, layout)
         finally:
-            shutil.rmtree(staging_dir, ignore_errors=True)
+            remove_tree(staging_dir)
     finally:
         if own is not None:
             own.release()

@@ -31,14 +31,13 @@ import argparse
 import dataclasses
 import os
 import posixpath
-import shutil
 import tempfile
 from dataclasses import dataclass, field
 
 from dist_lto import TYPE_CHECKING
 from dist_lto.errors import BadInput
 from dist_lto.formats.meta import ArchiveInput, Group, Linkable, Meta, ObjectInput, parse_meta
-from dist_lto.fsutil import move, write_atomic
+from dist_lto.fsutil import move, remove_tree, write_atomic
 from dist_lto.llvm.index_step import is_raw_linker
 from dist_lto.output_paths import refuse_overlaps
 from dist_lto.planning import planner as ours
@@ -335,7 +334,7 @@ def main(argv: list[str]) -> int:
     try:
         run(opts, up, cmd, line, scratch)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove_tree(scratch)
     return 0
 
 
