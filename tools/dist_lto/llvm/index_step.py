@@ -133,16 +133,12 @@ def run(
         _remove_stale_staging(layout.index_dir, line)
         write_atomic(layout.args_file, response_file(line))
         argv = [*command, "@" + layout.args_file]
-        # A stop signal is held back until the `try` that removes the staging directory
-        # has begun, so that none falls between its making and its removal's.
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, children.STOP_SIGNALS)
+        staging_dir = ""
         try:
-            staging_dir = tempfile.mkdtemp(STAGING_SUFFIX, STAGING_PREFIX, layout.index_dir or ".")
-        except BaseException:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
-            raise
-        try:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+            with children.StopsHeld():  # no stop between the directory and its name
+                staging_dir = tempfile.mkdtemp(
+                    STAGING_SUFFIX, STAGING_PREFIX, layout.index_dir or "."
+                )
             staging = layout.staging(
                 posixpath.join(layout.index_dir, os.path.basename(staging_dir))
             )
@@ -164,7 +160,8 @@ def run(
                 )
             publish(staging, layout)
         finally:
-            remove_tree(staging_dir)
+            if staging_dir:
+                remove_tree(staging_dir)
     finally:
         if own is not None:
             own.release()

@@ -73,12 +73,40 @@ _stopping = 0
 so that the cleanup the first one started runs to its end."""
 
 
+_held = 0
+"""How many `StopsHeld` blocks the main thread is in: a stop waits for the last to end."""
+_pending = 0
+"""A stop signal that arrived while held (0: none)."""
+
+
 def raise_stop(signum: int, _frame: object) -> None:
-    global _stopping
+    global _stopping, _pending
     if _stopping:
+        return
+    if _held:
+        _pending = _pending or signum
         return
     _stopping = signum
     raise StopRequested(signum)
+
+
+class StopsHeld:
+    """A block no stop signal interrupts: one that arrives meanwhile is raised as it
+    ends. For steps that must not be cut in two, such as making a scratch directory
+    and recording its name for the cleanup (a signal blocked with `pthread_sigmask`
+    would still reach another thread, whose handler runs in the main thread)."""
+
+    def __enter__(self) -> None:
+        global _held
+        _held += 1
+
+    def __exit__(self, *_exc: object) -> None:
+        global _held, _pending, _stopping
+        _held -= 1
+        if not _held and _pending and not _stopping:
+            signum, _pending = _pending, 0
+            _stopping = signum
+            raise StopRequested(signum)
 
 
 def stopped(signum: int, doing: str = "") -> DistLtoError:
