@@ -317,3 +317,22 @@ def test_a_stop_during_a_trees_removal_lets_the_removal_finish_first(
     with pytest.raises(children.StopRequested):
         remove_tree(str(tree))
     assert not tree.exists()
+
+
+def test_a_stop_signal_inside_a_held_block_is_raised_as_the_block_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(children, "_stopping", 0)  # put back after the test
+    previous = children.catch_stop_signals()
+    steps = []
+    try:
+        with pytest.raises(children.StopRequested) as stop:
+            with children.StopsHeld():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)  # the handler has run by now, and held the stop
+                steps.append("the block went on")
+            steps.append("after the block")
+    finally:
+        children.restore_handlers(previous)
+    assert steps == ["the block went on"]
+    assert stop.value.signum == signal.SIGINT

@@ -93,8 +93,9 @@ def raise_stop(signum: int, _frame: object) -> None:
 class StopsHeld:
     """A block no stop signal interrupts: one that arrives meanwhile is raised as it
     ends. For steps that must not be cut in two, such as making a scratch directory
-    and recording its name for the cleanup (a signal blocked with `pthread_sigmask`
-    would still reach another thread, whose handler runs in the main thread)."""
+    and recording its name for the cleanup. (Blocking the signal with `pthread_sigmask`
+    in the main thread would not do: the kernel may hand it to another thread, and
+    Python runs the handler in the main thread all the same.)"""
 
     def __enter__(self) -> None:
         global _held
@@ -171,13 +172,13 @@ def catch_stop_signals() -> dict[int, object]:
     outside the main thread (a distributor's worker): only the main thread can catch
     signals, and whoever runs it decides what stopping means. The outermost call arms
     `raise_stop` afresh; nested ones leave a stop under way as it is."""
-    global _stopping
+    global _stopping, _pending
     try:
         previous = {sig: _signal.signal(sig, raise_stop) for sig in STOP_SIGNALS}
     except ValueError:
         return {}
     if previous[_signal.SIGTERM] is not raise_stop:
-        _stopping = 0
+        _stopping = _pending = 0
     return previous
 
 
