@@ -139,7 +139,7 @@ def main(argv: list[str]) -> int:
     relay.start()
     try:
         log(f"serving opt requests on {socket_path} (pid {os.getpid()},"
-            f" {_own_cpu():.2f} s of CPU to start)")  # fmt: skip
+            f" {_cpu():.2f} s of CPU to start)")  # fmt: skip
         _watch_parent(stop)
         while not stop.wait(1.0):
             pass
@@ -149,7 +149,7 @@ def main(argv: list[str]) -> int:
         service.stop_all()
         server.stop(None).wait()
         pool.close()
-        compilers = _children_cpu()
+        compilers = _cpu(children=True)
         planner.close()
         _log_cpu(log, compilers)
         for path in (socket_path, server_path):
@@ -162,28 +162,21 @@ def main(argv: list[str]) -> int:
     return 128 + stopped_by[0] if stopped_by else 0
 
 
-def _own_cpu() -> float:
-    """User + system seconds of this process so far, all its threads."""
+def _cpu(children: bool = False) -> float:
+    """User + system seconds so far of this process (all its threads) or, with
+    `children`, of the children it reaped (theirs included)."""
     import resource
 
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    return own.ru_utime + own.ru_stime
-
-
-def _children_cpu() -> float:
-    """User + system seconds of the children reaped so far, theirs included."""
-    import resource
-
-    theirs = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return theirs.ru_utime + theirs.ru_stime
+    used = resource.getrusage(resource.RUSAGE_CHILDREN if children else resource.RUSAGE_SELF)
+    return used.ru_utime + used.ru_stime
 
 
 def _log_cpu(log: "Callable[[str], None]", compilers: float) -> None:
     """What the worker, the compilers it ran (`compilers`: its children reaped before the
     planner's last process, so a planner that ended early too) and that planner with its
     plans cost: where a build's time went outside Buck2 (bench/buck2.py reads it)."""
-    log(f"cpu: worker {_own_cpu():.2f} s, compilers {compilers:.2f} s,"
-        f" planner {_children_cpu() - compilers:.2f} s (user + system)")  # fmt: skip
+    log(f"cpu: worker {_cpu():.2f} s, compilers {compilers:.2f} s,"
+        f" planner {_cpu(children=True) - compilers:.2f} s (user + system)")  # fmt: skip
 
 
 def _prune(store: "Store", started: float) -> None:

@@ -15,7 +15,6 @@ import contextlib
 import os
 import posixpath
 import re
-import shutil
 import signal
 import sys
 import tempfile
@@ -187,7 +186,7 @@ def _remove_stale_staging(index_dir: str, line: list[str]) -> None:
             for arg in line
             if arg and not arg.startswith("-") and "\0" not in arg
         ):
-            shutil.rmtree(stale, ignore_errors=True)
+            remove_tree(stale)
 
 
 class Hold:
