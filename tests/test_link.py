@@ -148,7 +148,28 @@ def test_a_failing_final_link_passes_its_status_through(
     assert done.returncode == 1
     assert "unknown argument '--no-such-flag'" in done.stderr
     assert done.stderr.splitlines()[-1].startswith("dist-lto link: error: the final link failed")
-    assert not (captured / "app").exists()
+    assert done.stderr.splitlines()[-1].endswith(" -o app -Wl,--no-such-flag @out/final-link.args")
+    assert not [p.name for p in captured.iterdir() if "app" in p.name]
+
+
+def test_the_final_link_writes_a_hidden_temporary_renamed_over_the_output(
+    captured: Path, llvm: Llvm, dist_lto_cmd: list[str], tmp_path: Path
+) -> None:
+    logging = tmp_path / "clang-logging"  # a driver: the backends run through it too
+    logging.write_text(f'#!/bin/sh\necho "$@" >> {tmp_path}/argv\nexec {llvm.clang} "$@"\n')
+    logging.chmod(0o755)
+    (captured / "app").write_text("the last link's program\n")
+    command = [str(logging), "-fuse-ld=lld", "-O2", "-o", "app"]
+    replan(dist_lto_cmd, captured, command)
+    done = link(dist_lto_cmd, captured, "--no-cache", "--quiet", command=command)
+    assert done.returncode == 0, done.stderr
+    (final,) = [line.split() for line in (tmp_path / "argv").read_text().splitlines()
+                if "@out/final-link.args" in line]  # fmt: skip
+    written = final[final.index("-o") + 1]
+    assert written.startswith(".app.tmp-") and "/" not in written
+    assert not [p.name for p in captured.iterdir() if p.name.startswith(".")]
+    run = subprocess.run(["./app", *WORDS], cwd=captured, capture_output=True, text=True)
+    assert (run.returncode, run.stdout) == (0, _expected(WORDS))
 
 
 def test_plans_that_were_not_written_are_bad_input_and_nothing_runs(

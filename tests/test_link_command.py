@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 from dist_lto.errors import BadInput
-from dist_lto.llvm.link_command import InPlace, Operand, difference, split
+from dist_lto.llvm.link_command import InPlace, Operand, difference, split, with_output
 from dist_lto.llvm.linkline import without_groups
 from hypothesis import given
 from hypothesis import strategies as st
@@ -290,3 +290,38 @@ def test_group_flags_leave_a_link_line_in_every_spelling() -> None:
     ]  # fmt: skip
     assert without_groups(["-(", "a.a", "-)", "--start-group", "--end-group"]) == ["a.a"]
     assert without_groups(["-Wl,,x"]) == ["-Wl,,x"]  # untouched without a group flag
+
+
+@pytest.mark.parametrize(
+    ("command", "respelled"),
+    [
+        (["clang", "-O2", "-o", "app", "a.o"], ["clang", "-O2", "-o", "T", "a.o"]),
+        (["clang", "-oapp", "a.o"], ["clang", "-oT", "a.o"]),
+        (["clang", "-L", "-o", "-o", "app"], ["clang", "-L", "-o", "-o", "T"]),
+        (["ld.lld", "--output=app", "-m", "-o"], ["ld.lld", "--output=T", "-m", "-o"]),
+        (["ld.lld-22", "-r", "--output", "app"], ["ld.lld-22", "-r", "--output", "T"]),
+        (["ld.lld", "-output=app"], ["ld.lld", "-output=T"]),
+        (["ld.lld", "-output", "app"], ["ld.lld", "-output", "T"]),
+    ],
+)
+def test_the_final_links_output_is_respelled_wherever_the_command_names_it(
+    command: list[str], respelled: list[str]
+) -> None:
+    assert with_output(command, "T") == (respelled, "app")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["clang", "a.o"],
+        ["clang", "-o", "a", "-o", "b"],
+        ["clang", "-Wl,-o,app", "a.o"],
+        ["clang", "-Xlinker", "-o", "-Xlinker", "app"],
+        ["clang", "-objcmt-migrate-all", "a.o"],
+        ["clang", "a.o", "-o"],
+    ],
+)
+def test_an_output_named_never_twice_or_through_the_driver_is_left_alone(
+    command: list[str],
+) -> None:
+    assert with_output(command, "T") is None

@@ -12,7 +12,9 @@ link line and `--out-dir`, it first prepares the archives, writes the meta file
 """
 
 import argparse
+import contextlib
 import os
+import stat
 
 from dist_lto.distribute import settings as distribute_settings
 from dist_lto.distribute.reporting import Reporter, progress_terminal
@@ -20,6 +22,8 @@ from dist_lto.distribute.session import run_jobs, write_trace
 from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.formats.jobfile import JobFile
 from dist_lto.formats.meta import read_meta
+from dist_lto.fsutil import temp_path_for
+from dist_lto.llvm import link_command
 from dist_lto.planning.jobs import job_file
 from dist_lto.process import children
 
@@ -143,17 +147,53 @@ def _make_output_dirs(files: JobFile) -> None:
 
 
 def _final_link(command: list[str], args_file: str) -> None:
-    """`COMMAND @args_file`, its output and errors on ours; its status passes through."""
+    """`COMMAND @args_file`, its output and errors on ours; its status passes through. The
+    linker writes a hidden temporary beside the output, renamed over it on success and
+    removed otherwise, so a linker killed mid-write leaves no `OUTPUT.tmpXXXXXX` of its
+    own at a visible name."""
     argv = [*command, f"@{args_file}"]
+    run, temporary, output = _through_temporary(command)
     try:
-        done = children.run(argv, stderr=children.INHERIT)
-    except children.CannotRun as err:
-        raise BadInput(f"{command[0]}: cannot run the final link: {err.reason}") from None
-    if done.status != 0:
-        status = children.action_status(done.status)
-        raise DistLtoError(
-            f"the final link failed (status {status}): {' '.join(argv)}", status=status
-        )
+        try:
+            done = children.run([*run, f"@{args_file}"], stderr=children.INHERIT)
+        except children.CannotRun as err:
+            raise BadInput(f"{command[0]}: cannot run the final link: {err.reason}") from None
+        if done.status != 0:
+            status = children.action_status(done.status)
+            raise DistLtoError(
+                f"the final link failed (status {status}): {' '.join(argv)}", status=status
+            )
+        if temporary:
+            os.replace(temporary, output)
+            temporary = ""
+    finally:
+        if temporary:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+
+
+def _through_temporary(command: list[str]) -> tuple[list[str], str, str]:
+    """COMMAND writing a hidden temporary beside its output, the temporary and the output;
+    COMMAND as given (and no temporary) when its output is not a regular file or absent in
+    an existing directory (`-`, a device, a missing directory: the linker says what is
+    wrong with it)."""
+    found = link_command.with_output(command, "")
+    if found is None or found[1] == "-":
+        return command, "", ""
+    output = found[1]
+    try:
+        if not os.path.isdir(os.path.dirname(output) or "."):
+            return command, "", ""
+        if not stat.S_ISREG(os.lstat(output).st_mode):
+            return command, "", ""
+    except FileNotFoundError:
+        pass  # a new output
+    except OSError:
+        return command, "", ""
+    temporary = temp_path_for(output)
+    rewritten = link_command.with_output(command, temporary)
+    assert rewritten is not None
+    return rewritten[0], temporary, output
 
 
 def _planned(opts: argparse.Namespace) -> tuple[str, list[str]]:

@@ -18,12 +18,12 @@ import re
 import signal
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.formats.response_file import response_file
-from dist_lto.fsutil import read_input, remove_tree, write_atomic
+from dist_lto.fsutil import move, read_input, remove_tree, write_atomic
 from dist_lto.llvm.bitcode import is_bitcode
 from dist_lto.path_spelling import climb, is_plain, norm
 from dist_lto.process import children
@@ -112,6 +112,7 @@ def run(
     layout: Layout,
     declaration_imports: bool = True,
     hold: Hold | None = None,
+    places: Mapping[str, str] | None = None,
 ) -> None:
     """Run the index step: `command @index.args` plus the index-only flags (and
     `DECLARATION_IMPORTS` unless `declaration_imports` is False), holding the index
@@ -119,8 +120,11 @@ def run(
 
     LLD writes its files in place and not atomically, so it writes them into a staging
     directory; they are moved into place only after it succeeded, and the list last. A
-    step killed at any point leaves no partial index file at a declared path. A failing
-    command's status passes through with its stderr; its warnings are forwarded on success.
+    step killed at any point leaves no partial index file at a declared path. `places`
+    maps an index file's path in `layout` to the path it is declared at elsewhere: it
+    goes there straight from staging, so no kill leaves it at an undeclared path. A
+    failing command's status passes through with its stderr; its warnings are forwarded
+    on success.
     """
     own = None
     if hold is None:
@@ -157,7 +161,7 @@ def run(
                     status=children.action_status(done.status),
                     detail=stderr,
                 )
-            publish(staging, layout)
+            publish(staging, layout, places or {})
         finally:
             if staging_dir:
                 remove_tree(staging_dir)
@@ -248,11 +252,22 @@ def holding(index_dir: str, replay: bool) -> Iterator[Hold]:
         hold.release()
 
 
-def publish(staging: Layout, layout: Layout) -> None:
-    """Move what LLD wrote under `staging` into `layout`'s places, then write the list with
-    its entries respelled for `layout`. Each move is a rename: one per top-level entry
-    when the index directory starts out empty, as a build system's output does."""
+def publish(staging: Layout, layout: Layout, places: Mapping[str, str]) -> None:
+    """Move what LLD wrote under `staging` into `layout`'s places, the index files that
+    `places` names (by their path in `layout`) to theirs, then write the list with its
+    entries respelled for `layout`. Each move is a rename: one per top-level entry when
+    the index directory starts out empty, as a build system's output does."""
     entries = read_list(staging)
+    made: set[str] = set()
+    for path, place in places.items():
+        staged = staging.prefix + path[len(layout.prefix) :]
+        if not os.path.isfile(staged):
+            continue  # not loaded: LLD wrote no index for it
+        parent = posixpath.dirname(place)
+        if parent and parent not in made:
+            os.makedirs(parent, exist_ok=True)
+            made.add(parent)
+        move(staged, place)
     _merge(staging.index_dir, layout.index_dir, skip=os.path.basename(staging.list_file))
     old = staging.prefix
     write_atomic(

@@ -178,3 +178,54 @@ def difference(planned: list[str], given: list[str]) -> str | None:
         elif op == "insert":
             changes.append(f"`{new}`, which the plan lacks")
     return "; ".join(changes) or None
+
+
+def _joined_output(arg: str, raw: bool) -> str | None:
+    """The flag part of `arg` when it names the output with its path joined (`-oapp`;
+    `--output=app` to LLD), else None."""
+    if raw:
+        if arg in ("-output", "--output"):
+            return None
+        for flag in ("--output=", "-output="):
+            if arg.startswith(flag):
+                return flag
+    if arg.startswith("-o") and len(arg) > 2 and not arg.startswith("-obj"):
+        return "-o"
+    return None
+
+
+def _takes_value(arg: str, raw: bool) -> bool:
+    """Whether `arg` is a flag whose value is the next argument (not the output's)."""
+    if not raw:
+        return arg in DRIVER_SEPARATE
+    if not arg.startswith("-"):
+        return False
+    name = arg[2:] if arg.startswith("--") else arg[1:]
+    return (arg[1] != "-" and name in LLD_SHORT_SEPARATE) or name in _SEPARATE
+
+
+def with_output(command: list[str], path: str) -> tuple[list[str], str] | None:
+    """`command` with its output (`-o`) respelled as `path`, and the output it named; None
+    when it names none or more than one, or names one through `-Wl,` or `-Xlinker`."""
+    raw = is_raw_linker(command)
+    separate = {"-o", "--output", "-output"} if raw else {"-o"}
+    result = [command[0]]
+    found: str | None = None
+    walk = ArgCursor(command[1:])
+    while (arg := walk.next()) is not None:
+        flag = _joined_output(arg, raw)
+        if flag is not None or arg in separate:
+            named = arg[len(flag) :] if flag is not None else walk.next()
+            if found is not None or not named:
+                return None
+            found = named
+            result += [flag + path] if flag is not None else [arg, path]
+            continue
+        if arg.startswith("-Wl,") and "-o" in arg.split(","):
+            return None
+        result.append(arg)
+        if _takes_value(arg, raw) and (value := walk.next()) is not None:
+            if arg == "-Xlinker" and value in ("-o", "--output", "-output"):
+                return None
+            result.append(value)
+    return (result, found) if found is not None else None

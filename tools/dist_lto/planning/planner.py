@@ -101,6 +101,8 @@ class Planner:
             self._normalised()  # reports two spellings of one file
         self.layout = Layout.for_inputs(meta.index_dir, [] if self.plain else modules)
         self.largest: Module | None = None
+        self.placed: list[str] = []
+        """Index files the index step put straight at declared paths outside its layout."""
         """The largest loaded bitcode module, once the index step is checked."""
 
     def _add(self, module: Module) -> None:
@@ -243,8 +245,11 @@ class Planner:
         # Held first: a plan that finds the directory busy fails before the clean-up
         # below, which would remove the index files of the plan that holds it.
         hold.take(create=True)
+        places = {m.index_src: m.index_dst for m in self.modules.values()
+                  if m.index_src != m.index_dst}  # fmt: skip
+        self.placed = list(places.values())
         try:
-            index_step.run(command, line, self.layout, self.declaration_imports, hold)
+            index_step.run(command, line, self.layout, self.declaration_imports, hold, places)
         except DistLtoError:
             for module in self.modules.values():
                 if module.index_src and module.index_src == module.index_dst:
@@ -253,7 +258,8 @@ class Planner:
             raise
 
     def check_index(self, replay: bool) -> None:
-        """Mark loaded modules and check that every index file exists (no imports yet)."""
+        """Mark loaded modules and check that every index file exists (no imports yet):
+        where LLD wrote it when replaying, else where `run_index` placed it."""
         layout = self.layout
         prefix = layout.prefix
         for entry in index_step.read_list(layout):
@@ -284,15 +290,16 @@ class Planner:
         for module in self.modules.values():
             if not module.index_src:
                 continue
-            if listing.exists(module.index_src, plain):
+            in_place = module.index_dst == module.index_src
+            if (in_place or replay) and listing.exists(module.index_src, plain):
                 continue
-            if replay and module.index_dst != module.index_src and listing.exists(module.index_dst):
-                module.index_src = module.index_dst  # placed by an earlier run
+            if not in_place and listing.exists(module.index_dst):
+                module.index_src = module.index_dst  # placed already
                 continue
             raise BadInput(
                 f"{module.describe(self.meta.file)}: index file missing for bitcode module"
                 f" {module.name!r}"
-                f" (expected {module.index_src})"
+                f" (expected {module.index_src if replay else module.index_dst})"
             )
         self.codes = {name: module_code(m) for name, m in self.modules.items()}
 
@@ -433,20 +440,21 @@ class Planner:
         }
 
     def move_index_files(self) -> None:
-        """Rename index files that LLD could not write at their declared paths."""
+        """Rename index files that LLD could not write at their declared paths (replaying:
+        a plan that runs the index step places them as it publishes)."""
         dirs = Dirs()
         for module in self.modules.values():
             if module.index_src != module.index_dst:
                 dirs.ensure_parent(module.index_dst)
                 move(module.index_src, module.index_dst)
 
-    def remove_unplaced_index_files(self) -> None:
-        """Remove the index files LLD wrote that `move_index_files` did not yet move: a
-        stopped or failed plan leaves nothing at a path it does not declare."""
-        for module in self.modules.values():
-            if module.index_src and module.index_src != module.index_dst:
-                with contextlib.suppress(OSError):
-                    os.unlink(module.index_src)
+    def remove_placed_index_files(self) -> None:
+        """Remove the index files `run_index` put at declared paths outside its layout: a
+        plan that fails or is stopped after its index step leaves index files only where
+        LLD writes them."""
+        for path in self.placed:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
     def object_outputs(self, objects: list[ObjectInput]) -> list[str]:
         """What `write_objects(objects)` writes (to remove it again after a failure)."""
@@ -607,12 +615,11 @@ def _checked(
     """A planner whose index step has run (or, replaying, had run) and been checked, for
     the caller to write its plans with. `large`: for a large link, prefetch the `.imports`
     while checking. A failure or stop after the index step, here or in the caller, removes
-    the index files not yet moved to their declared paths."""
+    the index files it placed outside its layout."""
     prefetch: index_step.ImportsPrefetch | None = None
     large = large and len(meta.objects()) >= PARALLEL_MIN_OBJECTS
     list_file = posixpath.join(meta.index_dir, index_step.LIST_NAME)
     planner = Planner(meta, command or None, declarations)
-    indexed = False
     try:
         try:
             if replay and large:
@@ -622,7 +629,6 @@ def _checked(
             if not replay:
                 planner.own_outputs_are_not_inputs()
                 hold.take(create=True)  # busy: fail before touching the holder's files
-                indexed = True  # from here on LLD may have written (a stop mid-publish too)
                 planner.run_index(command, hold)
                 if large:
                     prefetch = index_step.ImportsPrefetch(list_file)
@@ -633,8 +639,7 @@ def _checked(
                 prefetch.stop()
         yield planner
     except BaseException:
-        if indexed:
-            planner.remove_unplaced_index_files()
+        planner.remove_placed_index_files()
         raise
 
 
