@@ -157,11 +157,12 @@ def test_final_archive_args_keep_natives_lazy_and_drop_unloaded_bitcode() -> Non
 
 def test_plan_readers_reject_mistyped_fields_with_pointers() -> None:
     plan = {
-        "version": 2,
+        "version": 3,
         "index": 0,
         "path": "a.o",
         "is_bitcode": True,
         "largest": False,
+        "size": 1,
         "index_file": None,
         "imports": [1],
         "archive_imports": [],
@@ -173,7 +174,7 @@ def test_plan_readers_reject_mistyped_fields_with_pointers() -> None:
     with pytest.raises(BadInput, match=r"^a.json: /members: missing required field"):
         parse_archive_plan(
             {
-                "version": 2,
+                "version": 3,
                 "index": 0,
                 "manifest": "m",
                 "index_dir": "d",

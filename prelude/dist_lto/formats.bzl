@@ -6,7 +6,7 @@
 # file, rather than misread each other.
 
 META_VERSION = 1
-PLAN_VERSION = 2
+PLAN_VERSION = 3
 LINK_PLAN_VERSION = 2
 MANIFEST_VERSION = 1
 

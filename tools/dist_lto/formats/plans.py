@@ -1,4 +1,4 @@
-"""The planner's outputs: object and archive plans and the link plan (version 2).
+"""The planner's outputs: object and archive plans (version 3) and the link plan (version 2).
 
 Each shape is a TypedDict so that the hot path (100,000 object plans) builds plain
 dicts for orjson while the fields stay typed and documented in one place; readers
@@ -12,8 +12,9 @@ from typing import Any, TypedDict
 
 from dist_lto.formats.jsonio import Fields, read_json
 
-PLAN_VERSION = 2
-"""Version 2 says which module is the link's largest (`largest`)."""
+PLAN_VERSION = 3
+"""Version 2 says which module is the link's largest (`largest`); version 3 gives each
+module's size (`size`)."""
 LINK_PLAN_VERSION = 2
 """Version 2 records what the plan was made from (`command`, `declaration_imports`)."""
 
@@ -36,6 +37,8 @@ class ObjectPlan(TypedDict):
     opt_output: str
     largest: bool
     """The link's largest bitcode module (see `MemberPlan.largest`)."""
+    size: int
+    """The module's size in bytes (see `MemberPlan.size`)."""
 
 
 class MemberPlan(TypedDict):
@@ -56,6 +59,9 @@ class MemberPlan(TypedDict):
     largest: bool
     """The link's largest bitcode module, whose backend likely ends last: in-process LLD
     starts it first, and a build system that queues backends should not queue it."""
+    size: int
+    """The module's size in bytes when the index step loaded it (0 otherwise): what a
+    build system weighs backends by, to batch small ones (`largest` is the biggest)."""
 
 
 class ArchivePlan(TypedDict):
@@ -135,6 +141,7 @@ def parse_object_plan(doc: object, file: str) -> ObjectPlan:
     f.get(obj, "path", str, "")
     f.get(obj, "is_bitcode", bool, "")
     f.get(obj, "largest", bool, "")
+    f.get(obj, "size", int, "")
     _optional_str(f, obj, "index_file", "")
     f.get(obj, "opt_output", str, "")
     _check_imports(f, obj, "")
@@ -160,6 +167,7 @@ def parse_archive_plan(doc: object, file: str) -> ArchivePlan:
         f.get(member, "is_bitcode", bool, pointer)
         f.get(member, "opt", bool, pointer)
         f.get(member, "largest", bool, pointer)
+        f.get(member, "size", int, pointer)
         _optional_str(f, member, "index_file", pointer)
         _optional_str(f, member, "opt_object", pointer)
         _check_imports(f, member, pointer)

@@ -36,6 +36,8 @@ class Module:
     """Where LLD writes the index file."""
     index_dst: str = ""
     """Where the index file belongs (declared path); equal to `index_src` when in place."""
+    size: int = 0
+    """Its size in bytes once loaded (`module_size`); 0 otherwise."""
 
     def describe(self, meta_file: str) -> str:
         """Where the module was declared, for messages."""

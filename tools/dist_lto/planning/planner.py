@@ -324,8 +324,10 @@ class Planner:
         plans say which it is, so that a build system can start it without queueing."""
         largest, most = None, -1
         for module in self.modules.values():
-            if module.loaded and (size := module_size(module)) > most:
-                largest, most = module, size
+            if module.loaded:
+                module.size = size = module_size(module)
+                if size > most:
+                    largest, most = module, size
         self.largest = largest
 
     def member_modules(self) -> list[Module]:
@@ -363,6 +365,7 @@ class Planner:
             "member_imports": members,  # type: ignore[typeddict-item]
             "opt_output": o.opt_output,
             "largest": module is self.largest,
+            "size": module.size,
         }
 
     def archive_plan(self, archive: Archive) -> ArchivePlan:
@@ -386,6 +389,7 @@ class Planner:
                     "archive_imports": archives,
                     "member_imports": members,  # type: ignore[typeddict-item]
                     "largest": module is self.largest,
+                    "size": module.size,
                 }
             )
         a = archive.input
