@@ -409,6 +409,69 @@ def test_non_bitcode_object_passes_through_without_running_clang(
     assert dwo.read_bytes() == b""
 
 
+def batch(*modules: tuple[str, Path]) -> list[str]:
+    """`dist-lto opt` for several modules (indexes beside them) in one command."""
+    files = [
+        arg
+        for module, out in modules
+        for arg in ("--input", module, "--index", f"{module}.thinlto.bc", "--out", str(out))
+    ]
+    return [*OPT, *files, "--", tool_clang()]  # fmt: skip
+
+
+def test_a_batch_writes_each_modules_object_as_its_own_command_does(
+    small_program: Path, tmp_path: Path
+) -> None:
+    alone = {m: tmp_path / f"{m}.alone.o" for m in ("main.o", "lib.o", "native.o")}
+    for module, out in alone.items():
+        assert run_opt(small_program, module, out).returncode == 0
+    batched = {m: tmp_path / f"{m}.batched.o" for m in alone}
+    done = subprocess.run(batch(*batched.items()), cwd=small_program, capture_output=True,
+                          text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    for module in alone:
+        assert batched[module].read_bytes() == alone[module].read_bytes(), module
+    printing = [*batch(*batched.items())[:-2], "--print-command", "--", tool_clang()]
+    printed = subprocess.run(printing, cwd=small_program, capture_output=True, text=True)
+    lines = printed.stdout.splitlines()
+    assert printed.returncode == 0 and len(lines) == 3, printed.stderr
+    assert "main.o" in lines[0] and "lib.o" in lines[1] and "not LLVM bitcode" in lines[2]
+
+
+def test_a_batch_stops_at_its_first_failing_backend_with_that_backends_line(
+    small_program: Path, tmp_path: Path
+) -> None:
+    shutil.copy(small_program / "lib.o.thinlto.bc", tmp_path / "lib.o.thinlto.bc")
+    (tmp_path / "lib.o").write_bytes((small_program / "lib.o").read_bytes()[:200])  # corrupt
+    for name in ("main.o", "main.o.thinlto.bc", "unused.o", "unused.o.thinlto.bc"):
+        shutil.copy(small_program / name, tmp_path / name)
+    outs = [tmp_path / "unused.opt.o", tmp_path / "lib.opt.o", tmp_path / "main.opt.o"]
+    command = batch(("unused.o", outs[0]), ("lib.o", outs[1]), ("main.o", outs[2]))
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode != 0
+    first = done.stderr.splitlines()[0]
+    assert first.startswith("dist-lto opt: error: ") and "lib.o" in first, done.stderr
+    assert outs[0].exists() and not outs[1].exists() and not outs[2].exists()
+
+
+@pytest.mark.parametrize(
+    ("files", "problem"),
+    [
+        (["--input", "a.o", "--input", "b.o", "--index", "a.bc", "--out", "a.opt"],
+         "give each --input its own --index and --out"),
+        (["--input", "a.o", "--index", "a.bc", "--out", "b.o", "--input", "b.o", "--index",
+          "b.bc", "--out", "c.o"], "b.o: --out names the same file as --input 'b.o'"),
+    ],
+)  # fmt: skip
+def test_a_batch_whose_files_do_not_pair_up_or_collide_is_refused(
+    files: list[str], problem: str, tmp_path: Path
+) -> None:
+    done = subprocess.run([*OPT, *files, "--", tool_clang()], cwd=tmp_path, capture_output=True,
+                          text=True)  # fmt: skip
+    assert done.returncode == 2
+    assert problem in done.stderr, done.stderr
+
+
 def test_input_neither_bitcode_nor_elf_is_bad_input(small_program: Path, tmp_path: Path) -> None:
     result = run_opt(small_program, "main.c", tmp_path / "x.o")
     assert result.returncode == 2

@@ -174,6 +174,37 @@ def test_worker_failures_print_the_commands_lines_and_exit_with_its_status(
     assert not (indexed.root / "failed.opt.o").exists()
 
 
+def batch_args(outs: dict[str, str], clang: str, *extra: str) -> list[str]:
+    files = [
+        arg
+        for module, out in outs.items()
+        for arg in ("--input", module, "--index", f"{module}.thinlto.bc", "--out", out)
+    ]
+    return [*files, "--args", "link.args", "--", clang, *extra]  # fmt: skip
+
+
+def test_a_batch_request_writes_what_the_batch_command_writes_and_fails_as_it_does(
+    indexed: Indexed, worker: WorkerClient
+) -> None:
+    modules = [name.replace(".c", ".o") for name in SMALL_PROGRAM]
+    reply = worker.execute(batch_args({m: f"{m}.wb.opt.o" for m in modules}, indexed.clang))
+    assert (reply.exit_code, reply.stderr) == (0, "")
+    proc = command(indexed, batch_args({m: f"{m}.cb.opt.o" for m in modules}, indexed.clang))
+    assert proc.returncode == 0, proc.stderr
+    for module in modules:
+        ours = (indexed.root / f"{module}.wb.opt.o").read_bytes()
+        assert ours[:4] == b"\x7fELF"
+        assert ours == (indexed.root / f"{module}.cb.opt.o").read_bytes(), module
+    failing = batch_args({"add.o": "add.fb.opt.o", "main.o": "main.fb.opt.o"}, indexed.clang,
+                         "-fno-such-flag")  # fmt: skip
+    reply = worker.execute(failing)
+    proc = command(indexed, failing)
+    assert proc.returncode != 0
+    assert (reply.exit_code, reply.stderr) == (proc.returncode, proc.stderr)
+    assert "add.o" in proc.stderr.splitlines()[0]
+    assert not (indexed.root / "main.fb.opt.o").exists()
+
+
 def test_arguments_only_argparse_judges_get_argparses_answer(
     indexed: Indexed, worker: WorkerClient
 ) -> None:

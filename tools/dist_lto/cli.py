@@ -57,6 +57,7 @@ def scan(
     flags: dict[str, str],
     *,
     rest: str | None = None,
+    repeated: "dict[str, list[str]] | None" = None,
 ) -> list[str] | None:
     """Set `target`'s attributes from `argv`; return the positional arguments.
 
@@ -67,7 +68,8 @@ def scan(
     `values` maps an option taking a value to the attribute it sets: `--name=VALUE` or
     `--name VALUE` (a short `-n` only as `-n VALUE`), never a VALUE that starts with
     `-`. `flags` maps a flag to the attribute set to True. With `rest`, everything
-    after `--` is set, as a list, to that attribute.
+    after `--` is set, as a list, to that attribute. `repeated` maps an option that may
+    be given more than once to the list its values are appended to, in order.
     """
     positional: list[str] = []
     i = 0
@@ -78,7 +80,8 @@ def scan(
             setattr(target, rest, argv[i:])
             break
         name, eq, value = arg.partition("=")
-        if name in values and (not eq or name.startswith("--")):
+        listed = repeated.get(name) if repeated else None
+        if (name in values or listed is not None) and (not eq or name.startswith("--")):
             if not eq:
                 if i == len(argv) or argv[i].startswith("-"):
                     return None
@@ -86,7 +89,10 @@ def scan(
                 i += 1
             elif value == "--":
                 return None  # argparse drops a `--` even there: let it say what it means
-            setattr(target, values[name], value)
+            if listed is not None:
+                listed.append(value)
+            else:
+                setattr(target, values[name], value)
         elif arg in flags:
             setattr(target, flags[arg], True)
         elif arg.startswith("-"):

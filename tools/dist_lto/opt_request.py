@@ -1,5 +1,6 @@
 """One backend as `dist-lto opt` asks for it: the request's options, the command they
-make and the checked run.
+make and the checked run. A request may batch several backends of one link (`--input`,
+`--index`, `--out` and `--dwo` repeated), each run as if requested alone, in order.
 
 Shared by the command (`commands/opt.py`), the opt worker (`worker/requests.py`),
 which runs the same requests with its own compilers, and upstream's opt
@@ -29,8 +30,10 @@ if TYPE_CHECKING:
     from dist_lto.backend import Runner
     from dist_lto.worker.reuse import Backend
 
-VALUE_OPTIONS = {"--input": "input", "--index": "index", "--out": "out", "--args": "args",
-                 "--dwo": "dwo", "--split-dwarf": "split_dwarf", "--ready": "ready"}  # fmt: skip
+MODULE_OPTIONS = {"--input": "input", "--index": "index", "--out": "out", "--dwo": "dwo"}
+"""Options that name one backend's files: repeated, one of each per backend of a batch
+(`--dwo` for every backend or none)."""
+VALUE_OPTIONS = {"--args": "args", "--split-dwarf": "split_dwarf", "--ready": "ready"}
 FLAG_OPTIONS = {"--print-command": "print_command", "--no-lld-defaults": "no_lld_defaults",
                 "--unweighted": "unweighted"}  # fmt: skip
 SPLIT_DWARF_MODES = ("single", "split")
@@ -39,7 +42,7 @@ SPLIT_DWARF_MODES = ("single", "split")
 class Options:
     """A request: `dist-lto opt`'s command line, parsed."""
 
-    __slots__ = ("args", "command", "dwo", "index", "input", "no_lld_defaults", "out",
+    __slots__ = ("args", "command", "dwo", "index", "input", "more", "no_lld_defaults", "out",
                  "print_command", "ready", "split_dwarf", "unweighted")  # fmt: skip
 
     def __init__(self) -> None:
@@ -59,15 +62,54 @@ class Options:
         another request brought (`worker/slots.py`); `dist-lto opt` itself ignores it."""
         self.command: list[str] = []
         """CLANG and the extra flags after `--`."""
+        self.more: list[Options] = []
+        """A batch's further backends, in order: each with its own files (`MODULE_OPTIONS`)
+        and these options' others."""
+
+    def backends(self) -> "list[Options]":
+        """The backends this request asks for, in order: itself, then `more`."""
+        return [self, *self.more]
 
 
 def parse_fast(argv: list[str]) -> Options | None:
     """The common case, without argparse; None sends anything unusual to argparse."""
     opts = Options()
-    positional = scan(argv, opts, VALUE_OPTIONS, FLAG_OPTIONS, rest="command")
-    if positional != [] or not opts.command or misfits(opts):
+    files: dict[str, list[str]] = {name: [] for name in MODULE_OPTIONS}
+    positional = scan(argv, opts, VALUE_OPTIONS, FLAG_OPTIONS, rest="command", repeated=files)
+    if positional != [] or not opts.command:
         return None
+    batch = batched(opts, *(files[name] for name in MODULE_OPTIONS))
+    if batch is None or misfits(batch):
+        return None
+    return batch
+
+
+def batched(
+    opts: Options, inputs: list[str], indexes: list[str], outs: list[str], dwos: list[str]
+) -> Options | None:
+    """`opts` as the first backend of the batch the files name (the k-th of each option
+    belong together), the others in `more`; None when their counts do not pair up."""
+    count = max(len(inputs), len(indexes), len(outs), 1)
+    if any(len(x) not in (0, count) for x in (inputs, indexes, outs, dwos)):
+        return None
+    if count > 1 and not (inputs and indexes and outs):
+        return None
+    backends = [opts] + [_copy(opts) for _ in range(count - 1)]
+    for k, backend in enumerate(backends):
+        backend.input = inputs[k] if inputs else ""
+        backend.index = indexes[k] if indexes else ""
+        backend.out = outs[k] if outs else ""
+        backend.dwo = dwos[k] if dwos else None
+    opts.more = backends[1:]
     return opts
+
+
+def _copy(opts: Options) -> Options:
+    copy = Options()
+    for name in Options.__slots__:
+        setattr(copy, name, getattr(opts, name))
+    copy.more = []
+    return copy
 
 
 def misfits(opts: Options) -> list[str]:
@@ -120,11 +162,16 @@ def backend_command(opts: Options, mode: str | None) -> list[str]:
 
 
 def check_outputs(opts: Options) -> None:
-    """Refuse an output that names an input (or the other output): outputs are removed
-    before clang runs, so the input would be lost. Compared by resolved path, not by
-    inode: an earlier pass-through leaves `--out` a hard link of `--input`."""
-    inputs = [("--input", opts.input), ("--index", opts.index), ("--args", opts.args)]
-    outputs = [("--out", opts.out), ("--dwo", opts.dwo)]
+    """Refuse an output that names an input (or another output), of this backend or of
+    another in its batch: outputs are removed before clang runs, so the input would be
+    lost. Compared by resolved path, not by inode: an earlier pass-through leaves `--out`
+    a hard link of `--input`."""
+    batch = opts.backends()
+    inputs = [("--args", opts.args)]
+    inputs += [(name, path) for b in batch for name, path in (("--input", b.input),
+                                                             ("--index", b.index))]  # fmt: skip
+    outputs = [(name, path) for b in batch for name, path in (("--out", b.out),
+                                                             ("--dwo", b.dwo))]  # fmt: skip
     seen = [(name, path, os.path.realpath(path)) for name, path in inputs if path]
     for name, path in outputs:
         if not path:

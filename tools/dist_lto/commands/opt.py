@@ -1,4 +1,5 @@
-"""`dist-lto opt`: one ThinLTO backend compile that never lets a failure through.
+"""`dist-lto opt`: one ThinLTO backend compile that never lets a failure through (or a
+batch of them, one after another: a build system's action for several small modules).
 
 It runs once per bitcode module of a link, so it is built to cost almost
 nothing over clang itself: standard library only, no `argparse` on the normal
@@ -10,9 +11,17 @@ started as `python3 -S -E path/to/dist_lto/__main__.py opt ...` (see docs/opt.md
 import sys
 
 from dist_lto import TYPE_CHECKING
-from dist_lto.cli import argument_parser, parse
+from dist_lto.cli import argument_parser
 from dist_lto.fsutil import write_output
-from dist_lto.opt_request import Options, describe, execute, misfits, parse_fast
+from dist_lto.opt_request import (
+    MODULE_OPTIONS,
+    Options,
+    batched,
+    describe,
+    execute,
+    misfits,
+    parse_fast,
+)
 from dist_lto.process.children import stop_with_parent
 
 if TYPE_CHECKING:
@@ -20,8 +29,9 @@ if TYPE_CHECKING:
 
 PROG = "dist-lto opt"
 USAGE = """\
-dist-lto opt [-h] --input M.o --index M.thinlto.bc --out M.opt.o
-                    [--args LINK_FLAGS_FILE] [--dwo M.opt.dwo] [--split-dwarf MODE]
+dist-lto opt [-h] --input M.o --index M.thinlto.bc --out M.opt.o [--dwo M.opt.dwo]
+                    [--input ... --index ... --out ... [--dwo ...]]...
+                    [--args LINK_FLAGS_FILE] [--split-dwarf MODE]
                     [--print-command] [--no-lld-defaults] [--unweighted]
                     -- CLANG [EXTRA FLAGS...]
        dist-lto opt --ready STAMP -- CLANG"""
@@ -32,7 +42,9 @@ Run one ThinLTO backend: CLANG -c -x ir INPUT -fthinlto-index=INDEX <backend fla
 INPUT is not the primary module of INDEX as spelled, when clang fails (its status; a
 signal N gives 128+N), or when clang exits 0 without a complete ELF object. OUT (and
 --dwo) are written under temporary names and renamed only after the checks. An INPUT
-that is not LLVM bitcode is passed to OUT unchanged."""
+that is not LLVM bitcode is passed to OUT unchanged. Given --input, --index and --out
+(and --dwo) several times, it runs one backend per --input, the k-th of each option
+together, in order, and stops at the first that fails."""
 
 EPILOG = """\
 The link flags file holds one argument per line, verbatim, as given to the clang
@@ -50,17 +62,17 @@ def build_parser() -> "argparse.ArgumentParser":
     parser = argument_parser(PROG, USAGE, DESCRIPTION, EPILOG)
     parser.add_argument(
         "--input",
-        default="",
+        action="append",
         metavar="M.o",
         help="the module: bitcode, spelled exactly as the index step saw it",
     )
     parser.add_argument(
         "--index",
-        default="",
+        action="append",
         metavar="M.thinlto.bc",
         help="its individual index from the index step",
     )
-    parser.add_argument("--out", default="", metavar="M.opt.o", help="the native object")
+    parser.add_argument("--out", action="append", metavar="M.opt.o", help="the native object")
     parser.add_argument(
         "--args",
         metavar="LINK_FLAGS_FILE",
@@ -68,6 +80,7 @@ def build_parser() -> "argparse.ArgumentParser":
     )
     parser.add_argument(
         "--dwo",
+        action="append",
         metavar="M.opt.dwo",
         help="write split DWARF here (created empty when there is nothing to"
         " split); its name is what the object's skeleton unit records",
@@ -112,8 +125,23 @@ def build_parser() -> "argparse.ArgumentParser":
     return parser  # fmt: skip
 
 
+def from_namespace(namespace: "argparse.Namespace") -> Options | None:
+    """What argparse parsed, as the request (None: the files of a batch do not pair up)."""
+    shared = Options()
+    for name in Options.__slots__:
+        if name not in MODULE_OPTIONS.values() and name != "more":
+            setattr(shared, name, getattr(namespace, name))
+    return batched(shared, *(getattr(namespace, name) or [] for name in MODULE_OPTIONS.values()))
+
+
 def parse_args(argv: list[str]) -> Options:
-    opts = parse(argv, parse_fast, build_parser, Options)
+    opts = parse_fast(argv)
+    if opts is None:
+        parser = build_parser()
+        batch = from_namespace(parser.parse_args(argv))
+        if batch is None:
+            parser.error("give each --input its own --index and --out (and --dwo, if any has one)")
+        opts = batch
     missing = misfits(opts)
     if missing and opts.ready is None:
         build_parser().error(f"the following arguments are required: {', '.join(missing)}")
@@ -128,9 +156,17 @@ def main(argv: list[str]) -> int:
         write_output(opts.ready, b"")
         return 0
     if opts.print_command:
-        print(describe(opts))
+        print("\n".join(describe(backend) for backend in opts.backends()))
         return 0
-    warnings = execute(opts, before_run=stop_with_parent)
-    if warnings:
-        sys.stderr.buffer.write(warnings)
+    watching: list[bool] = []
+
+    def watch_parent() -> None:
+        if not watching:
+            watching.append(True)
+            stop_with_parent()
+
+    for backend in opts.backends():
+        warnings = execute(backend, before_run=watch_parent)
+        if warnings:
+            sys.stderr.buffer.write(warnings)
     return 0

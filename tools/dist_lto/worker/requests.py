@@ -223,7 +223,8 @@ def run_request(
 ) -> Reply:
     """Run one request's backend, its clang in its turn among the requests in flight
     (`slots`), with the worker's reuse `store` if it has one; or, given a `planner`, a
-    plan request; never raises."""
+    plan request; never raises. A batch's warnings come before its failure, if any."""
+    warnings = b""
     try:
         if planner is not None and argv[:1] == ["plan"]:
             return _run_plan(argv[1:], planner, running)
@@ -249,25 +250,30 @@ def run_request(
             finally:
                 pool.give_back(clang, compiler)
 
-        reuse = None
-        if store is not None:
-
-            def reuse(command: list[str]) -> "Backend | None":
-                return backend_for(store, command, opts.input, opts.index, opts.out, opts.dwo)
-
         runner = slots.gate(pooled, opts.unweighted, lambda: running.stopped)
-        with slots.request(opts.unweighted):
-            try:
-                warnings = opt_request.execute(
-                    opts, runner=runner, on_start=running.started, reuse=reuse
-                )
-            finally:
-                running.close()
+        with slots.request(opts.unweighted):  # a batch's backends one after another
+            for backend in opts.backends():
+                try:
+                    warnings += opt_request.execute(
+                        backend, runner=runner, on_start=running.started,
+                        reuse=_reuse(store, backend),
+                    )  # fmt: skip
+                finally:
+                    running.close()
         return Reply(0, warnings)
     except DistLtoError as err:
-        return Reply(err.status, error_report("opt", err).encode())
+        return Reply(err.status, warnings + error_report("opt", err).encode())
     except Exception as err:
-        return Reply(EXIT_INTERNAL, internal_error_report("opt", err).encode())
+        return Reply(EXIT_INTERNAL, warnings + internal_error_report("opt", err).encode())
+
+
+def _reuse(
+    store: "Store | None", opts: "opt_request.Options"
+) -> "Callable[[list[str]], Backend | None] | None":
+    """How `opts`' backend looks up its last run in the reuse `store`, if there is one."""
+    if store is None:
+        return None
+    return lambda command: backend_for(store, command, opts.input, opts.index, opts.out, opts.dwo)
 
 
 def _run_plan(argv: list[str], planner: "Planner", running: Running) -> Reply:
