@@ -130,15 +130,16 @@ def cpu_seconds(argv: list[str] | tuple[str, ...], env: dict[str, str], cwd: Pat
     return usage.ru_utime + usage.ru_stime
 
 
-def backend_command(opt: Action, cwd: Path) -> list[str]:
-    """The bare clang backend an opt action runs (`dist-lto opt --print-command`)."""
+def backend_commands(opt: Action, cwd: Path) -> list[list[str]]:
+    """The bare clang backends an opt action runs, one per module of its batch (`dist-lto
+    opt --print-command`)."""
     argv = list(opt.argv)
     split = argv.index("--")
     printed = subprocess.run(
         [*argv[:split], "--print-command", *argv[split:]],
         cwd=cwd, env={**os.environ, **opt.env}, capture_output=True, text=True, check=True,
     )  # fmt: skip
-    return shlex.split(printed.stdout.strip().splitlines()[-1])
+    return [shlex.split(line) for line in printed.stdout.splitlines() if line and line[0] != "#"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +186,7 @@ def measure(
         if action.category in link_categories:
             runs.append((action.category, list(action.argv)))
         if action.category == "thin_lto_opt":  # our `dist-lto opt` command line
-            runs.append(("backends", backend_command(action, project)))
+            runs += [("backends", command) for command in backend_commands(action, project)]
         for category, argv in runs:
             spent = cpu_seconds(argv, action.env, project)
             if spent is None:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.real_buck2 import Buck2, Ran, scratch_project
+from support.real_buck2 import PER_MODULE, Buck2, Ran, machine_config, scratch_project
 
 pytestmark = pytest.mark.slow
 
@@ -70,7 +70,8 @@ def add_heavy(buck2: Buck2, package: str, *, linker_flags: tuple[str, ...] = ())
 
 @pytest.fixture(scope="module")
 def buck2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Buck2]:
-    session = Buck2(scratch_project(tmp_path_factory.mktemp("worker"), examples=True))
+    project = scratch_project(tmp_path_factory.mktemp("worker"), examples=True)
+    session = Buck2(project, config={**machine_config(), **PER_MODULE})
     yield session
     session.kill()
 
@@ -204,6 +205,45 @@ def test_opt_actions_run_in_one_worker_and_equal_the_command_byte_for_byte(
                     plain.isolation_dir, "ISO"), (r.target, name)  # fmt: skip
     finally:
         plain.kill()
+
+
+def outs_of(ran: Ran) -> list[str]:
+    return [ran.argv[i + 1] for i, arg in enumerate(ran.argv) if arg == "--out"]
+
+
+def test_small_modules_share_opt_actions_whose_objects_equal_one_action_per_module(
+    buck2: Buck2,
+) -> None:
+    targets = ["//examples/c:wordstats", "//examples/cpp:shapes_report"]
+    per_module = Buck2(buck2.project, config=buck2.config)  # a new isolation dir: all run
+    default = {k: v for k, v in buck2.config.items() if k not in PER_MODULE}
+    batched = Buck2(buck2.project, config=default)
+    try:
+        per_module.build(*targets)
+        single = {out.replace(per_module.isolation_dir, "ISO"): per_module.project / out
+                  for r in opt_ran(per_module) if r.executor != "WorkerInit"
+                  for out in outs_of(r)}  # fmt: skip
+        batched.build(*targets)
+        ran = [r for r in opt_ran(batched) if r.executor != "WorkerInit"]
+        assert {r.executor for r in ran} == {"Worker"}
+        shared = [r for r in ran if len(outs_of(r)) > 1]
+        assert shared, [r.identifier for r in ran]
+        for r in shared:  # named after its first module and how many follow
+            assert r.identifier.endswith(f" +{len(outs_of(r)) - 1}"), r.identifier
+        ours = {out.replace(batched.isolation_dir, "ISO"): batched.project / out
+                for r in ran for out in outs_of(r)}  # fmt: skip
+        assert len(ran) < len(ours)
+        assert sorted(ours) == sorted(single)
+        for name, path in ours.items():
+            assert path.read_bytes() == single[name].read_bytes(), name
+        outputs = batched.outputs(*targets)
+        for target in targets:
+            done = subprocess.run([outputs[f"root{target}"]], capture_output=True, timeout=60,
+                                  input=b"one two two\n")  # fmt: skip
+            assert done.returncode == 0, (target, done.stderr)
+    finally:
+        per_module.kill()
+        batched.kill()
 
 
 def test_a_failing_backend_fails_its_action_with_the_commands_line_and_clangs_status(

@@ -5,8 +5,8 @@
 #   1. prepare: each archive that may hold bitcode and whose objects the rules do not
 #      know (`known_objects`) -> objects + manifest (prepare.bzl)
 #   2. index + plans: one `dist-lto plan` action over the meta file (plan.bzl)
-#   3. opt: one dynamic_output per bitcode object and per archive, each reading its
-#      plan and running `dist-lto opt` per module (opt.bzl)
+#   3. opt: a dynamic_output for the bitcode objects and one per archive, each reading
+#      plans and running `dist-lto opt` per module or batch of small ones (opt.bzl)
 #   4. final link: a dynamic_output reading the link plan (final_link.bzl)
 #
 # Works with stock LLD: the final link line comes from the original link order and
@@ -15,7 +15,7 @@
 
 load(":final_link.bzl", "final_link")
 load(":linkables.bzl", "LinkGroup")
-load(":opt.bzl", "opt_archive", "opt_object", "start_opt_worker")
+load(":opt.bzl", "opt_archive", "opt_objects", "start_opt_worker")
 load(":plan.bzl", "collect_link", "run_plan")
 load(":tools.bzl", "DistLtoTools")
 load(":types.bzl", "DistLink", "LinkedBinary", "SPLIT_DWARF_MODES")
@@ -65,8 +65,7 @@ def dist_lto_link(
     )
     ready = start_opt_worker(ctx, tools, name)
     run_plan(ctx, tools, name, collected, driver, link.link_plan, link.final_link_args, [ready] if ready else [])
-    for i in range(len(link.objects)):
-        opt_object(ctx, tools, link, i)
+    opt_objects(ctx, tools, link)
     for i in range(len(link.archives)):
         opt_archive(ctx, tools, link, i)
     final_link(ctx, link, driver, out)

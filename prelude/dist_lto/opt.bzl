@@ -1,9 +1,11 @@
-# Phase 3: one backend action per bitcode module, each a dynamic_output reading its
-# plan. An action's inputs are exactly its module, its index, the modules the plan
-# says it imports (single archive members: the objects themselves, or files projected
-# out of the prepared directories), the link's flags and the dist-lto sources: ready
-# for remote execution (tests/test_buck2_remote.py builds on an engine whose input
-# roots hold only declared inputs).
+# Phase 3: the backend actions, made by a dynamic_output for the link's objects and one
+# per archive from their plans: one action per bitcode module, or per batch of small
+# ones with `opt_batch_bytes` (batches.bzl). An action's inputs are exactly its
+# modules, their indexes, the modules their plans say they import (single archive
+# members: the objects themselves, or files projected out of the prepared
+# directories), the link's flags and the dist-lto sources: ready for remote execution
+# (tests/test_buck2_remote.py builds on an engine whose input roots hold only declared
+# inputs).
 #
 # The link's largest module (its plan says `largest`) does not queue: in-process LLD
 # starts its largest backend first, since it tends to end last, but Buck2 gives the
@@ -20,6 +22,7 @@
 # `--ready` request (`start_opt_worker`), which takes no slot and runs while the
 # compiles do.
 
+load(":batches.bzl", "OptBackend", "opt_batches")
 load(":formats.bzl", "manifest_member_files", "read_archive_plan", "read_manifest", "read_object_plan")
 load(":linkables.bzl", "known_objects")
 load(":tools.bzl", "DistLtoTools", "opt_executable")
@@ -59,34 +62,22 @@ def _manifests(link: DistLink) -> list[Artifact]:
     """The manifests an opt callback may read to find imported archive members."""
     return [a.manifest for a in link.archives if a.manifest]
 
-def _split_dwarf_args(link: DistLink, dwo) -> list:
-    """`dist-lto opt`'s split-DWARF options for the link's mode (`dwo`: the module's
-    .dwo output in `split` mode)."""
-    if link.split_dwarf == "split":
-        return ["--dwo", dwo]
-    if link.split_dwarf == "single":
-        return ["--split-dwarf=single"]
-    return []
-
-def _run_opt(
-        ctx: AnalysisContext,
-        toolchain: DistLtoTools,
-        link: DistLink,
-        module: Artifact,
-        index_file: Artifact,
-        out,
-        dwo,
-        imports: list[Artifact],
-        identifier: str,
-        largest: bool) -> None:
+def _run_opt(ctx: AnalysisContext, toolchain: DistLtoTools, link: DistLink, batch: list[OptBackend]) -> None:
+    """One opt action for `batch`'s backends (`dist-lto opt` with their files in order)."""
+    files = []
+    imports = []
+    for backend in batch:
+        files += ["--input", backend.module, "--index", backend.index_file, "--out", backend.out]
+        if link.split_dwarf == "split":
+            files += ["--dwo", backend.dwo]
+        imports += backend.imports
+    largest = len(batch) == 1 and batch[0].largest
+    identifier = batch[0].identifier
+    if len(batch) > 1:
+        identifier += " +{}".format(len(batch) - 1)
     cmd = cmd_args(
-        "--input",
-        module,
-        "--index",
-        index_file,
-        "--out",
-        out,
-        _split_dwarf_args(link, dwo),
+        files,
+        ["--split-dwarf=single"] if link.split_dwarf == "single" else [],
         "--args",
         link.link_flags_file,
         ["--unweighted"] if largest else [],
@@ -115,35 +106,43 @@ def start_opt_worker(ctx: AnalysisContext, tools: DistLtoTools, link_name: str) 
     )
     return stamp
 
-def opt_object(ctx: AnalysisContext, toolchain: DistLtoTools, link: DistLink, index: int) -> None:
-    """Bind object `index`'s optimised object (and .dwo file) from its plan."""
-    obj = link.objects[index]
-    declared = [obj.opt.as_output()] + ([obj.dwo.as_output()] if obj.dwo else [])
+def opt_objects(ctx: AnalysisContext, toolchain: DistLtoTools, link: DistLink) -> None:
+    """Bind the link's optimised objects (and .dwo files) from their plans."""
+    if not link.objects:
+        return
+    declared = []
+    for obj in link.objects:
+        declared.append(obj.opt.as_output())
+        if obj.dwo:
+            declared.append(obj.dwo.as_output())
 
     def optimize(ctx: AnalysisContext, artifacts, outputs) -> None:
-        plan = read_object_plan(artifacts, obj.plan)
-        if not plan["is_bitcode"]:
-            # Native after all: the final link uses the object itself; bind the
-            # declared output to a copy so that it exists.
-            ctx.actions.copy_file(outputs[obj.opt], obj.object)
-            if obj.dwo:
-                ctx.actions.write(outputs[obj.dwo], "")
-            return
-        _run_opt(
-            ctx,
-            toolchain,
-            link,
-            obj.object,
-            obj.index_file,
-            outputs[obj.opt].as_output(),
-            outputs[obj.dwo].as_output() if obj.dwo else None,
-            _imports(link, _member_lookup(link, artifacts), plan),
-            "{}/{}:{}".format(link.name, index, obj.object.short_path),
-            plan["largest"],
-        )
+        member = _member_lookup(link, artifacts)
+        backends = []
+        for index, obj in enumerate(link.objects):
+            plan = read_object_plan(artifacts, obj.plan)
+            if not plan["is_bitcode"]:
+                # Native after all: the final link uses the object itself; bind the
+                # declared output to a copy so that it exists.
+                ctx.actions.copy_file(outputs[obj.opt], obj.object)
+                if obj.dwo:
+                    ctx.actions.write(outputs[obj.dwo], "")
+                continue
+            backends.append(OptBackend(
+                module = obj.object,
+                index_file = obj.index_file,
+                out = outputs[obj.opt].as_output(),
+                dwo = outputs[obj.dwo].as_output() if obj.dwo else None,
+                imports = _imports(link, member, plan),
+                size = plan["size"],
+                largest = plan["largest"],
+                identifier = "{}/{}:{}".format(link.name, index, obj.object.short_path),
+            ))
+        for batch in opt_batches(backends, toolchain.opt_batch_bytes):
+            _run_opt(ctx, toolchain, link, batch)
 
     ctx.actions.dynamic_output(
-        dynamic = [obj.plan] + _manifests(link),
+        dynamic = [obj.plan for obj in link.objects] + _manifests(link),
         outputs = declared,
         f = optimize,
     )
@@ -159,27 +158,28 @@ def opt_archive(ctx: AnalysisContext, toolchain: DistLtoTools, link: DistLink, i
         member = _member_lookup(link, artifacts)
         optimised = {}
         dwos = {}
+        backends = []
         for entry in plan["members"]:
             if not entry["opt"]:
                 continue
             prefix = "dist_lto/{}/archives/{}/opt_members/{}".format(link.name, index, entry["opt_object"])
             out = ctx.actions.declare_output(prefix)
             dwo = ctx.actions.declare_output(prefix + ".dwo") if archive.dwo_dir else None
-            _run_opt(
-                ctx,
-                toolchain,
-                link,
-                member(index, entry["position"]),
-                archive.index_dir.project(entry["index_file"]),
-                out.as_output(),
-                dwo.as_output() if dwo else None,
-                _imports(link, member, entry),
-                "{}/archive {}:{}@{}".format(link.name, index, entry["name"], entry["position"]),
-                entry["largest"],
-            )
+            backends.append(OptBackend(
+                module = member(index, entry["position"]),
+                index_file = archive.index_dir.project(entry["index_file"]),
+                out = out.as_output(),
+                dwo = dwo.as_output() if dwo else None,
+                imports = _imports(link, member, entry),
+                size = entry["size"],
+                largest = entry["largest"],
+                identifier = "{}/archive {}:{}@{}".format(link.name, index, entry["name"], entry["position"]),
+            ))
             optimised[entry["opt_object"]] = out
             if dwo:
                 dwos[entry["opt_object"] + ".dwo"] = dwo
+        for batch in opt_batches(backends, toolchain.opt_batch_bytes):
+            _run_opt(ctx, toolchain, link, batch)
         ctx.actions.symlinked_dir(outputs[archive.opt_dir], optimised)
         if archive.dwo_dir:
             ctx.actions.symlinked_dir(outputs[archive.dwo_dir], dwos)

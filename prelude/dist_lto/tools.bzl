@@ -18,29 +18,42 @@ DistLtoRunnerInfo = provider(
         # opt-worker`, started with `python`, which needs grpcio); None: every opt
         # action starts `dist-lto opt`. See `opt_executable`.
         "opt_worker": provider_field(WorkerInfo | None),
+        # Small modules of a plan share an opt action up to this many bytes (batches.bzl);
+        # 0: one action per module. Only with a worker: a command runs a batch's
+        # backends one after another, which an engine's parallelism would not.
+        "opt_batch_bytes": provider_field(int),
     },
 )
 
-def dist_lto_runner(python: str, opt_python: str, pkg: Artifact, opt_worker: bool, opt_reuse_dir: str = "", opt_compile_server: bool = True) -> DistLtoRunnerInfo:
+def dist_lto_runner(python: str, opt_python: str, pkg: Artifact, opt_worker: bool, opt_reuse_dir: str = "", opt_compile_server: bool = True, opt_batch_bytes: int = 0) -> DistLtoRunnerInfo:
     """The runner of a toolchain. Its WorkerInfo is made here, once: every opt action
     naming it shares one worker process, sent as many requests as Buck2 has local slots.
     With `opt_reuse_dir` (relative to the project root, where Buck2 starts workers) the
     worker reuses a backend's last object when an edit did not change what it imports
     (`dist-lto opt-worker --reuse-dir`); "" runs every backend. Without
     `opt_compile_server` it forks every backend's clang instead of running backends in
-    compile servers (`--no-compile-server`)."""
+    compile servers (`--no-compile-server`). `opt_batch_bytes` batches small modules
+    into shared opt actions when there is a worker (`DistLtoRunnerInfo`)."""
     worker = None
     if opt_worker:
         reuse = ["--reuse-dir", opt_reuse_dir] if opt_reuse_dir else []
         served = [] if opt_compile_server else ["--no-compile-server"]
         worker = WorkerInfo(exe = cmd_args(dist_lto_command(python, pkg, "opt-worker"), reuse, served))
-    return DistLtoRunnerInfo(python = python, opt_python = opt_python, pkg = pkg, opt_worker = worker)
+    return DistLtoRunnerInfo(
+        python = python,
+        opt_python = opt_python,
+        pkg = pkg,
+        opt_worker = worker,
+        opt_batch_bytes = opt_batch_bytes if worker else 0,
+    )
 
 DistLtoTools = record(
     python = str,
     opt_python = str,
     pkg = Artifact,
     opt_worker = WorkerInfo | None,
+    # See DistLtoRunnerInfo.
+    opt_batch_bytes = int,
     # The backend compiler (`dist-lto opt -- CLANG`): a path, or a tool's RunInfo.
     clang = str | RunInfo,
 )
@@ -57,6 +70,7 @@ def tools_from_runner(runner: Provider, clang: str | RunInfo) -> DistLtoTools:
         opt_python = runner.opt_python,
         pkg = runner.pkg,
         opt_worker = runner.opt_worker,
+        opt_batch_bytes = runner.opt_batch_bytes,
         clang = clang,
     )
 
