@@ -7,10 +7,11 @@ per workload, holding a copy of its Debian source tree and a BUCK file: a
 with `-fno-lto`) and binaries of the main units linking it.
 
     ours                 a copy of this project (our prelude): `cxx_binary(dist_lto =
-                         True)`: plan, one opt action per module or per batch of
-                         small ones (run by the opt worker), final link
-    ours-per-module      the same in another copy with one opt action per module
-                         (`[dist_lto] opt_batch_bytes = 0`): what batches give
+                         True)`: plan, one opt action per module (run by the opt
+                         worker), final link
+    ours-batched         the same in another copy whose small modules share opt
+                         actions (`[dist_lto] opt_batch_bytes = 32768`): what
+                         batches give
     ours-noworker        the same in a second copy whose opt actions run as commands
                          (`[dist_lto] opt_worker = false`): what the worker gives
     ours-forked          the same in a third copy whose worker forks each backend's
@@ -62,7 +63,7 @@ ours' compile servers X s, in-process link Y s, ratio R` and
 `buck2-daemon-cpu/WORKLOAD: ours X s over N actions, in-process Y s over M; Z ms per
 action more` (medians over the full builds); then `buck2-dist/inprocess: <ratio>` and
 `buck2-incremental-dist/inprocess: <ratio>`, ours over in-process, full and incremental
-builds, summed over the workloads (and the same two for ours-per-module, ours-noworker
+builds, summed over the workloads (and the same two for ours-batched, ours-noworker
 and ours-forked).
 
 The scratch projects live in `--dir` (default: the system's temporary directory). The
@@ -102,7 +103,7 @@ from support.real_buck2 import Buck2, scratch_project, upstream_scratch_project
 
 VARIANTS = {
     "ours": ("ours", ""),
-    "ours-per-module": ("ours-per-module", ""),
+    "ours-batched": ("ours-batched", ""),
     "ours-noworker": ("ours-noworker", ""),
     "ours-forked": ("ours-forked", ""),
     "inprocess": ("ours", "-inprocess"),
@@ -114,7 +115,7 @@ VARIANTS = {
 
 BASELINE = {
     "ours": "inprocess",
-    "ours-per-module": "inprocess",
+    "ours-batched": "inprocess",
     "ours-noworker": "inprocess",
     "ours-forked": "inprocess",
     "upstream": "upstream-inprocess",
@@ -572,7 +573,7 @@ def report(loads: list[Workload], rounds: int, variants: list[str], where: str) 
             print(f"buck2-daemon-cpu/{load.name}: ours {ours_d:.2f} s over {ran['ours']} actions,"
                   f" in-process {theirs_d:.2f} s over {ran['inprocess']}; {extra:.1f} ms per"
                   " action more (inside the full builds, medians)")  # fmt: skip
-    for ours, label in (("ours", "dist"), ("ours-per-module", "dist-per-module"),
+    for ours, label in (("ours", "dist"), ("ours-batched", "dist-batched"),
                         ("ours-noworker", "dist-noworker"),
                         ("ours-forked", "dist-forked")):  # fmt: skip
         if ours not in variants or "inprocess" not in variants:
@@ -606,10 +607,10 @@ def main() -> int:
         projects = {}
         if "ours" in kinds:
             projects["ours"] = scratch_project(Path(tmp) / "ours")
-        if "ours-per-module" in kinds:
-            projects["ours-per-module"] = scratch_project(
-                Path(tmp) / "ours-per-module",
-                {".buckconfig.local": "[dist_lto]\nopt_batch_bytes = 0\n"},
+        if "ours-batched" in kinds:
+            projects["ours-batched"] = scratch_project(
+                Path(tmp) / "ours-batched",
+                {".buckconfig.local": "[dist_lto]\nopt_batch_bytes = 32768\n"},
             )
         if "ours-noworker" in kinds:
             projects["ours-noworker"] = scratch_project(

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.real_buck2 import PER_MODULE, Buck2, machine_config, scratch_project
+from support.real_buck2 import Buck2, scratch_project
 
 pytestmark = pytest.mark.slow  # drives real Buck2 or whole real pipelines
 
@@ -25,8 +25,7 @@ LLVM_AR = "/usr/lib/llvm-22/bin/llvm-ar"
 
 @pytest.fixture(scope="module")
 def buck2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Buck2]:
-    session = Buck2(scratch_project(tmp_path_factory.mktemp("rules")),
-                    config={**machine_config(), **PER_MODULE})  # fmt: skip
+    session = Buck2(scratch_project(tmp_path_factory.mktemp("rules")))
     yield session
     session.kill()
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.real_buck2 import PER_MODULE, Buck2, Ran, machine_config, scratch_project
+from support.real_buck2 import Buck2, Ran, scratch_project
 
 pytestmark = pytest.mark.slow
 
@@ -70,8 +70,7 @@ def add_heavy(buck2: Buck2, package: str, *, linker_flags: tuple[str, ...] = ())
 
 @pytest.fixture(scope="module")
 def buck2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Buck2]:
-    project = scratch_project(tmp_path_factory.mktemp("worker"), examples=True)
-    session = Buck2(project, config={**machine_config(), **PER_MODULE})
+    session = Buck2(scratch_project(tmp_path_factory.mktemp("worker"), examples=True))
     yield session
     session.kill()
 
@@ -216,8 +215,7 @@ def test_small_modules_share_opt_actions_whose_objects_equal_one_action_per_modu
 ) -> None:
     targets = ["//examples/c:wordstats", "//examples/cpp:shapes_report"]
     per_module = Buck2(buck2.project, config=buck2.config)  # a new isolation dir: all run
-    default = {k: v for k, v in buck2.config.items() if k not in PER_MODULE}
-    batched = Buck2(buck2.project, config=default)
+    batched = Buck2(buck2.project, config={**buck2.config, "dist_lto.opt_batch_bytes": "32768"})
     try:
         per_module.build(*targets)
         single = {out.replace(per_module.isolation_dir, "ISO"): per_module.project / out

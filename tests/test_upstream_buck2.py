@@ -22,8 +22,8 @@ from pathlib import Path
 import orjson
 import pytest
 from support import buildbarn
-from support.real_buck2 import PER_MODULE, Buck2, Ran, machine_config
 from support.real_buck2 import UPSTREAM_EXAMPLE as PROJECT
+from support.real_buck2 import Buck2, Ran
 from support.real_buck2 import upstream_scratch_project as scratch_copy
 
 pytestmark = pytest.mark.slow  # drives real Buck2 or whole real pipelines
@@ -50,8 +50,7 @@ VARIANTS = ("", "-inprocess", "-fine")
 
 @pytest.fixture(scope="module")
 def buck2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Buck2]:
-    session = Buck2(project=scratch_copy(tmp_path_factory.mktemp("upstream") / "project"),
-                    config={**machine_config(), **PER_MODULE})  # fmt: skip
+    session = Buck2(project=scratch_copy(tmp_path_factory.mktemp("upstream") / "project"))
     try:
         yield session
     finally:

@@ -46,7 +46,7 @@ dist_lto_toolset = rule(
         "opt_worker": attrs.bool(default = True, doc = "run local opt actions in a persistent worker"),
         "opt_reuse_dir": attrs.string(default = "", doc = "where the worker keeps backends' last objects to reuse after edits (\"\": never)"),
         "opt_compile_server": attrs.bool(default = True, doc = "run the worker's backends in compile servers where the compiler's headers allow (else forked)"),
-        "opt_batch_bytes": attrs.int(default = 0, doc = "with a worker, small modules share an opt action up to this many bytes (0: one action per module)"),
+        "opt_batch_bytes": attrs.int(default = 0, doc = "small modules share an opt action up to this many bytes (0: one action per module)"),
     },
 )
 

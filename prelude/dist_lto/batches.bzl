@@ -1,9 +1,10 @@
-# Which backends of a link share an opt action.
+# Which backends of a link share an opt action (`[dist_lto] opt_batch_bytes`, off by
+# default: docs/buck2.md).
 #
-# Every action costs Buck2 and the opt worker a few milliseconds of CPU whatever it runs,
-# as much as a small module's whole backend (docs/benchmarks.md), so small modules of
-# one plan go to the worker together, as one request that compiles them one after
-# another in one of its slots (`dist-lto opt` with its files repeated, docs/opt.md).
+# Every action has a fixed cost to the build system whatever it runs, which for a small
+# module can be as much as its whole backend; small modules of one plan may then share
+# one action, which compiles them one after another (`dist-lto opt` with its files
+# repeated, docs/opt.md).
 #
 # A batch is the run of modules whose sizes, summed over the modules before them in plan
 # order, fall in the same window of `budget` bytes. An edit that changes one module's

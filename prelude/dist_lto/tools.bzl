@@ -19,8 +19,7 @@ DistLtoRunnerInfo = provider(
         # action starts `dist-lto opt`. See `opt_executable`.
         "opt_worker": provider_field(WorkerInfo | None),
         # Small modules of a plan share an opt action up to this many bytes (batches.bzl);
-        # 0: one action per module. Only with a worker: a command runs a batch's
-        # backends one after another, which an engine's parallelism would not.
+        # 0: one action per module.
         "opt_batch_bytes": provider_field(int),
     },
 )
@@ -32,8 +31,8 @@ def dist_lto_runner(python: str, opt_python: str, pkg: Artifact, opt_worker: boo
     worker reuses a backend's last object when an edit did not change what it imports
     (`dist-lto opt-worker --reuse-dir`); "" runs every backend. Without
     `opt_compile_server` it forks every backend's clang instead of running backends in
-    compile servers (`--no-compile-server`). `opt_batch_bytes` batches small modules
-    into shared opt actions when there is a worker (`DistLtoRunnerInfo`)."""
+    compile servers (`--no-compile-server`). `opt_batch_bytes`: see
+    `DistLtoRunnerInfo`."""
     worker = None
     if opt_worker:
         reuse = ["--reuse-dir", opt_reuse_dir] if opt_reuse_dir else []
@@ -44,7 +43,7 @@ def dist_lto_runner(python: str, opt_python: str, pkg: Artifact, opt_worker: boo
         opt_python = opt_python,
         pkg = pkg,
         opt_worker = worker,
-        opt_batch_bytes = opt_batch_bytes if worker else 0,
+        opt_batch_bytes = opt_batch_bytes,
     )
 
 DistLtoTools = record(

@@ -134,11 +134,6 @@ def machine_config() -> dict[str, str]:
     return config
 
 
-PER_MODULE = {"dist_lto.opt_batch_bytes": "0"}
-"""`-c` values for one opt action per module, never a batch of small ones (docs/buck2.md):
-for tests that pin which module's action runs or reruns."""
-
-
 @dataclass(frozen=True)
 class Ran:
     """One action from `buck2 log what-ran`: the target, category and identifier from its
