@@ -15,12 +15,13 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 from dist_lto.distribute import cache_key
-from dist_lto.errors import BadInput
+from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.process import children
 from support.links import DtltoLink, upstream_plan_link
 from support.processes import Wrapper, alive, session, wait_until
@@ -336,3 +337,36 @@ def test_a_stop_signal_inside_a_held_block_is_raised_as_the_block_ends(
         children.restore_handlers(previous)
     assert steps == ["the block went on"]
     assert stop.value.signum == signal.SIGINT
+
+
+def test_a_stop_signal_as_a_child_is_spawned_stops_that_child(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The stop arrives, through another thread, between the child's start and `run`
+    knowing its pid: `run` still stops it and fails with 128+N."""
+    monkeypatch.setattr(children, "_stopping", 0)  # put back after the test
+    real = children.spawn
+    started = []
+
+    def spawn_then_stop(*args: object, **kwargs: object) -> int:
+        pid = real(*args, **kwargs)  # type: ignore[arg-type]
+        started.append(pid)
+        os.kill(os.getpid(), signal.SIGTERM)
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:  # the handler runs in here, not after
+            pass
+        return pid
+
+    monkeypatch.setattr(children, "spawn", spawn_then_stop)
+    idle = threading.Event()  # a thread that leaves stop signals unblocked
+    helper = threading.Thread(target=idle.wait, daemon=True)
+    helper.start()
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        with pytest.raises(DistLtoError) as stopped:
+            children.run(["sleep", "30"])
+    finally:
+        idle.set()
+        signal.signal(signal.SIGTERM, previous)
+    assert stopped.value.status == 128 + signal.SIGTERM
+    wait_until("the spawned child gone", lambda: not alive(started[0]), 10)

@@ -24,7 +24,7 @@ from dist_lto import TYPE_CHECKING
 from dist_lto.errors import BadInput, DistLtoError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Callable, Mapping
 
 SIGNAL_EXIT_BASE = 128
 STOP_SIGNALS = (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP)
@@ -199,7 +199,6 @@ def spawn(
     argv: list[str],
     env: "Mapping[str, str]",
     file_actions: list[tuple[int, ...]],
-    setsigmask: "Iterable[int]" = (),
     own_group: bool = True,
 ) -> int:
     """Start `argv` (found on PATH unless it names a path) as the leader of a new process
@@ -223,13 +222,12 @@ def spawn(
         if own_group:
             pid = start(
                 argv[0], argv, env, file_actions=file_actions, setsigdef=_CHILD_DEFAULT_SIGNALS,
-                setsigmask=setsigmask, setpgroup=0,
+                setpgroup=0,
             )  # fmt: skip
         else:
             pid = start(
-                argv[0], argv, env, file_actions=file_actions, setsigdef=_CHILD_DEFAULT_SIGNALS,
-                setsigmask=setsigmask,
-            )  # fmt: skip
+                argv[0], argv, env, file_actions=file_actions, setsigdef=_CHILD_DEFAULT_SIGNALS
+            )
     except OSError as err:
         raise CannotRun(argv[0], err.strerror or str(err)) from None
     except ValueError as err:  # a NUL byte in an argument or the environment
@@ -428,22 +426,23 @@ def run(
                 actions.append((os.POSIX_SPAWN_DUP2, write_end, fd))
                 reads[read_end] = []
         previous = catch_stop_signals()
-        # Until the pid is known a stop signal cannot be passed on: hold it back meanwhile
-        # (the child starts with our usual mask), and take it once the child can be stopped.
-        held = _signal.pthread_sigmask(_signal.SIG_BLOCK, STOP_SIGNALS) if previous else None
+        # Until the pid is known a stop signal cannot be passed on: hold it back meanwhile,
+        # and take it once the child can be stopped.
+        held = StopsHeld() if previous else None
+        if held is not None:
+            held.__enter__()
         try:
             try:
-                pid = spawn(
-                    argv, os.environ if env is None else env, actions, held or (), own_group
-                )
+                pid = spawn(argv, os.environ if env is None else env, actions, own_group)
             finally:
                 for fd in theirs:
                     os.close(fd)
                 theirs.clear()
             try:
                 if held is not None:
-                    _signal.pthread_sigmask(_signal.SIG_SETMASK, held)
+                    taking = held
                     held = None
+                    taking.__exit__()  # a stop that came meanwhile is raised here
                 if on_start is not None:
                     on_start(pid)
                 if feed is None and timeout is None and len(reads) <= 1:
@@ -460,9 +459,11 @@ def run(
                 stop_group(pid, _signal.SIGKILL)
                 raise
         finally:
-            restore_handlers(previous)
-            if held is not None:  # when spawning failed: a held signal now acts as usual
-                _signal.pthread_sigmask(_signal.SIG_SETMASK, held)
+            try:
+                if held is not None:  # spawning failed: a held stop is raised now
+                    held.__exit__()
+            finally:
+                restore_handlers(previous)
     finally:
         for fd in mine + theirs:
             try:  # noqa: SIM105 (contextlib costs an import on the opt path)
