@@ -316,6 +316,7 @@ def test_the_final_links_output_is_respelled_wherever_the_command_names_it(
         ["clang", "a.o"],
         ["clang", "-o", "a", "-o", "b"],
         ["clang", "-Wl,-o,app", "a.o"],
+        ["clang", "-o", "a", "-Wl,--output=b"],
         ["clang", "-Xlinker", "-o", "-Xlinker", "app"],
         ["clang", "-objcmt-migrate-all", "a.o"],
         ["clang", "a.o", "-o"],

@@ -164,7 +164,12 @@ def _final_link(command: list[str], args_file: str) -> None:
                 f"the final link failed (status {status}): {' '.join(argv)}", status=status
             )
         if temporary:
-            os.replace(temporary, output)
+            try:
+                os.replace(temporary, output)
+            except OSError as err:
+                raise DistLtoError(
+                    f"{output}: the final link's output could not be put in place: {err.strerror}"
+                ) from None
             temporary = ""
     finally:
         if temporary:

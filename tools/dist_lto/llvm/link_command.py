@@ -221,8 +221,10 @@ def with_output(command: list[str], path: str) -> tuple[list[str], str] | None:
             found = named
             result += [flag + path] if flag is not None else [arg, path]
             continue
-        if arg.startswith("-Wl,") and "-o" in arg.split(","):
-            return None
+        if arg.startswith("-Wl,") and any(
+            part.startswith(("-o", "--o")) for part in arg[4:].split(",")
+        ):
+            return None  # an output (or what might be one) given to the linker directly
         result.append(arg)
         if _takes_value(arg, raw) and (value := walk.next()) is not None:
             if arg == "-Xlinker" and value in ("-o", "--output", "-output"):

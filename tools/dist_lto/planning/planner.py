@@ -101,9 +101,9 @@ class Planner:
             self._normalised()  # reports two spellings of one file
         self.layout = Layout.for_inputs(meta.index_dir, [] if self.plain else modules)
         self.largest: Module | None = None
+        """The largest loaded bitcode module, once the index step is checked."""
         self.placed: list[str] = []
         """Index files the index step put straight at declared paths outside its layout."""
-        """The largest loaded bitcode module, once the index step is checked."""
 
     def _add(self, module: Module) -> None:
         other = self.modules.setdefault(module.name, module)
