@@ -158,15 +158,8 @@ def main(argv: list[str]) -> int:
     if opts.print_command:
         print("\n".join(describe(backend) for backend in opts.backends()))
         return 0
-    watching: list[bool] = []
-
-    def watch_parent() -> None:
-        if not watching:
-            watching.append(True)
-            stop_with_parent()
-
     for backend in opts.backends():
-        warnings = execute(backend, before_run=watch_parent)
+        warnings = execute(backend, before_run=stop_with_parent)
         if warnings:
             sys.stderr.buffer.write(warnings)
     return 0

@@ -98,16 +98,26 @@ class StopsHeld:
     Python runs the handler in the main thread all the same.)"""
 
     def __enter__(self) -> None:
-        global _held
-        _held += 1
+        hold_stops()
 
     def __exit__(self, *_exc: object) -> None:
-        global _held, _pending, _stopping
-        _held -= 1
-        if not _held and _pending and not _stopping:
-            signum, _pending = _pending, 0
-            _stopping = signum
-            raise StopRequested(signum)
+        release_stops()
+
+
+def hold_stops() -> None:
+    """Hold stop signals back until the matching `release_stops` (see `StopsHeld`)."""
+    global _held
+    _held += 1
+
+
+def release_stops() -> None:
+    """End a `hold_stops`; after the last, raise a stop that arrived meanwhile."""
+    global _held, _pending, _stopping
+    _held -= 1
+    if not _held and _pending and not _stopping:
+        signum, _pending = _pending, 0
+        _stopping = signum
+        raise StopRequested(signum)
 
 
 def stopped(signum: int, doing: str = "") -> DistLtoError:
@@ -147,12 +157,15 @@ def stop_with_parent() -> None:
     runs: children stopped, temporaries removed, nothing half-written. Polling, not
     `prctl(PR_SET_PDEATHSIG)`: that fires when the parent *thread* that spawned us ends
     (a linker's worker thread may), and its `ctypes` costs the opt path more than this
-    whole module; `_thread` and a lock's timeout cost no import. For a command's edge.
+    whole module; `_thread` and a lock's timeout cost no import. For a command's edge;
+    once per process (a batch's backends share the watch).
     """
     import _thread
 
     global _watched_parent
     parent = os.getppid()
+    if _watched_parent == parent:
+        return  # watched already
     if parent <= 1:
         return  # started by init, or orphaned already: there is nothing to watch
     _watched_parent = parent
@@ -428,9 +441,9 @@ def run(
         previous = catch_stop_signals()
         # Until the pid is known a stop signal cannot be passed on: hold it back meanwhile,
         # and take it once the child can be stopped.
-        held = StopsHeld() if previous else None
-        if held is not None:
-            held.__enter__()
+        held = bool(previous)  # only the main thread catches stops
+        if held:
+            hold_stops()
         try:
             try:
                 pid = spawn(argv, os.environ if env is None else env, actions, own_group)
@@ -439,10 +452,9 @@ def run(
                     os.close(fd)
                 theirs.clear()
             try:
-                if held is not None:
-                    taking = held
-                    held = None
-                    taking.__exit__()  # a stop that came meanwhile is raised here
+                if held:
+                    held = False
+                    release_stops()  # a stop that came meanwhile is raised here
                 if on_start is not None:
                     on_start(pid)
                 if feed is None and timeout is None and len(reads) <= 1:
@@ -460,8 +472,8 @@ def run(
                 raise
         finally:
             try:
-                if held is not None:  # spawning failed: a held stop is raised now
-                    held.__exit__()
+                if held:  # spawning failed: a held stop is raised now
+                    release_stops()
             finally:
                 restore_handlers(previous)
     finally:
