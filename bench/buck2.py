@@ -12,9 +12,9 @@ with `-fno-lto`) and binaries of the main units linking it.
     ours-batched         the same in another copy whose small modules share opt
                          actions (`[dist_lto] opt_batch_bytes = 32768`): what
                          batches give
-    ours-noworker        the same in a second copy whose opt actions run as commands
+    ours-noworker        the same in another copy whose opt actions run as commands
                          (`[dist_lto] opt_worker = false`): what the worker gives
-    ours-forked          the same in a third copy whose worker forks each backend's
+    ours-forked          the same in another copy whose worker forks each backend's
                          clang (`[dist_lto] opt_compile_server = false`): what its
                          compile servers give
     inprocess            the same project, `cxx_binary(lto = True)`: one link action,
@@ -61,10 +61,11 @@ edit reran, of those the full build ran: the last round's), and
 the in-process build of the same project); per workload `buck2-backends-cpu/WORKLOAD:
 ours' compile servers X s, in-process link Y s, ratio R` and
 `buck2-daemon-cpu/WORKLOAD: ours X s over N actions, in-process Y s over M; Z ms per
-action more` (medians over the full builds); then `buck2-dist/inprocess: <ratio>` and
-`buck2-incremental-dist/inprocess: <ratio>`, ours over in-process, full and incremental
-builds, summed over the workloads (and the same two for ours-batched, ours-noworker
-and ours-forked).
+action more` (medians over the full builds; the difference divided by the actions ours
+runs more, which does not make it a cost per action: docs/benchmarks.md); then
+`buck2-dist/inprocess: <ratio>` and `buck2-incremental-dist/inprocess: <ratio>`, ours
+over in-process, full and incremental builds, summed over the workloads (and the same
+two for ours-batched, ours-noworker and ours-forked).
 
 The scratch projects live in `--dir` (default: the system's temporary directory). The
 header says what a new file costs there: the CPU of creating files and directories in
