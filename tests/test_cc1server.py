@@ -260,6 +260,26 @@ def test_closing_ends_the_server(served: WorkerCompiler) -> None:
         os.kill(pid, 0)
 
 
+def test_the_servers_name_follows_the_compilers_contents_not_its_links(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = {name: tmp_path / name for name in ("clang", "libclang-cpp.so.22", "libLLVM.so.22")}
+    for path in files.values():
+        path.write_bytes(b"version 1")
+    clang, clang_cpp, llvm = (str(path) for path in files.values())
+    tools = cc1server.Toolchain(clang, str(tmp_path), clang_cpp, llvm)
+    built: list[str] = []
+    monkeypatch.setattr(cc1server, "built_once", lambda path, build: built.append(path))
+    first = cc1server.server_program(tools, str(tmp_path / "tools"))
+    os.link(files["clang"], tmp_path / "perf-build-id-cache-link")  # a new change time
+    assert cc1server.server_program(tools, str(tmp_path / "tools")) == first
+    replaced = tmp_path / "new-clang"
+    replaced.write_bytes(b"version 2")
+    os.replace(replaced, files["clang"])  # as a package upgrade installs it
+    assert cc1server.server_program(tools, str(tmp_path / "tools")) != first
+    assert built[0] == first
+
+
 def test_a_compiler_without_its_headers_or_libraries_gets_no_server(
     tmp_path: Path, llvm: Llvm
 ) -> None:

@@ -81,8 +81,11 @@ def server_program(tools: Toolchain, root: str) -> str:
     """The server under `root`, built with the compiler if it is not there yet.
 
     Named after the hash of its source, the compiler and its libraries' identities
-    (path, size, change time), so a compiler upgraded in place gets a new one; written
-    through a temporary and a rename. DistLtoError if it cannot be built.
+    (path, inode, size, modification time), so a compiler upgraded in place gets a new
+    one; not their change time, which a new hard link also moves (`perf record` links
+    every binary it profiles into its build-id cache), and a rebuild of the server
+    then costs a build seconds. Written through a temporary and a rename. DistLtoError
+    if it cannot be built.
     """
     import hashlib
 
@@ -90,7 +93,7 @@ def server_program(tools: Toolchain, root: str) -> str:
         identity = [read_sources(SOURCE)]
         for path in (tools.compiler, tools.clang_cpp, tools.llvm):
             st = os.stat(path)
-            identity.append(f"{path}\0{st.st_size}\0{st.st_ctime_ns}".encode())
+            identity.append(f"{path}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}".encode())
         digest = hashlib.sha256(b"\0\0".join(identity)).hexdigest()[:24]
         path = os.path.join(root, "cc1server", f"cc1server-{digest}")
         built_once(path, lambda tmp: _build(tools, tmp))
