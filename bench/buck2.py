@@ -17,6 +17,10 @@ with `-fno-lto`) and binaries of the main units linking it.
     ours-forked          the same in another copy whose worker forks each backend's
                          clang (`[dist_lto] opt_compile_server = false`): what its
                          compile servers give
+    ours-queued          the same in another copy whose opt actions all go to the
+                         worker at once (`[dist_lto] opt_queue = true`), compiled
+                         largest first: what Buck2's hand-over of a slot from one
+                         backend to the next costs
     inprocess            the same project, `cxx_binary(lto = True)`: one link action,
                          LLD running the backends on its threads
     upstream             a copy of examples/upstream (Buck2's bundled prelude, our tools
@@ -65,7 +69,7 @@ action more` (medians over the full builds; the difference divided by the action
 runs more, which does not make it a cost per action: docs/benchmarks.md); then
 `buck2-dist/inprocess: <ratio>` and `buck2-incremental-dist/inprocess: <ratio>`, ours
 over in-process, full and incremental builds, summed over the workloads (and the same
-two for ours-batched, ours-noworker and ours-forked).
+two for ours-batched, ours-noworker, ours-forked and ours-queued).
 
 The scratch projects live in `--dir` (default: the system's temporary directory). The
 header says what a new file costs there: the CPU of creating files and directories in
@@ -107,6 +111,7 @@ VARIANTS = {
     "ours-batched": ("ours-batched", ""),
     "ours-noworker": ("ours-noworker", ""),
     "ours-forked": ("ours-forked", ""),
+    "ours-queued": ("ours-queued", ""),
     "inprocess": ("ours", "-inprocess"),
     "upstream": ("upstream", ""),
     "fine": ("upstream", "-fine"),
@@ -119,10 +124,19 @@ BASELINE = {
     "ours-batched": "inprocess",
     "ours-noworker": "inprocess",
     "ours-forked": "inprocess",
+    "ours-queued": "inprocess",
     "upstream": "upstream-inprocess",
     "fine": "upstream-inprocess",
 }
 """Each distributed variant's in-process twin, in the same project."""
+
+COPIES = {
+    "ours-batched": "[dist_lto]\nopt_batch_bytes = 32768\n",
+    "ours-noworker": "[dist_lto]\nopt_worker = false\n",
+    "ours-forked": "[dist_lto]\nopt_compile_server = false\n",
+    "ours-queued": "[dist_lto]\nopt_queue = true\n",
+}
+"""The copies of this project a variant builds in, by their `.buckconfig.local`."""
 
 OPT_CATEGORIES = (
     "thin_lto_opt",
@@ -575,8 +589,8 @@ def report(loads: list[Workload], rounds: int, variants: list[str], where: str) 
                   f" in-process {theirs_d:.2f} s over {ran['inprocess']}; {extra:.1f} ms per"
                   " action more (inside the full builds, medians)")  # fmt: skip
     for ours, label in (("ours", "dist"), ("ours-batched", "dist-batched"),
-                        ("ours-noworker", "dist-noworker"),
-                        ("ours-forked", "dist-forked")):  # fmt: skip
+                        ("ours-noworker", "dist-noworker"), ("ours-forked", "dist-forked"),
+                        ("ours-queued", "dist-queued")):  # fmt: skip
         if ours not in variants or "inprocess" not in variants:
             continue
         for kind, prefix in (("full", "buck2"), ("incremental", "buck2-incremental")):
@@ -608,21 +622,9 @@ def main() -> int:
         projects = {}
         if "ours" in kinds:
             projects["ours"] = scratch_project(Path(tmp) / "ours")
-        if "ours-batched" in kinds:
-            projects["ours-batched"] = scratch_project(
-                Path(tmp) / "ours-batched",
-                {".buckconfig.local": "[dist_lto]\nopt_batch_bytes = 32768\n"},
-            )
-        if "ours-noworker" in kinds:
-            projects["ours-noworker"] = scratch_project(
-                Path(tmp) / "ours-noworker",
-                {".buckconfig.local": "[dist_lto]\nopt_worker = false\n"},
-            )
-        if "ours-forked" in kinds:
-            projects["ours-forked"] = scratch_project(
-                Path(tmp) / "ours-forked",
-                {".buckconfig.local": "[dist_lto]\nopt_compile_server = false\n"},
-            )
+        for kind, config in COPIES.items():
+            if kind in kinds:
+                projects[kind] = scratch_project(Path(tmp) / kind, {".buckconfig.local": config})
         if "upstream" in kinds:
             projects["upstream"] = upstream_scratch_project(Path(tmp) / "upstream")
         loads = [Workload(projects, name, variants) for name in args.workloads.split(",")]

@@ -5,6 +5,7 @@ Buck2 decides how many run at once and when the worker ends.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -44,8 +45,15 @@ def heavy_module(k: int, functions: int = 120) -> str:
     )
 
 
-def add_heavy(buck2: Buck2, package: str, *, linker_flags: tuple[str, ...] = ()) -> str:
-    """A dist_lto binary of MODULES heavy modules in `package`; its target."""
+def add_heavy(
+    buck2: Buck2,
+    package: str,
+    *,
+    linker_flags: tuple[str, ...] = (),
+    functions: tuple[int, ...] = (120,) * MODULES,
+) -> str:
+    """A dist_lto binary of MODULES heavy modules in `package` (module k of
+    `functions[k]` functions); its target."""
     pkg = buck2.project / package
     pkg.mkdir(parents=True, exist_ok=True)
     decls = "".join(
@@ -58,7 +66,7 @@ def add_heavy(buck2: Buck2, package: str, *, linker_flags: tuple[str, ...] = ())
         '  printf("%.3f\\n", s);\n  return 0;\n}\n'
     )
     for k in range(MODULES):
-        (pkg / f"m{k}.c").write_text(heavy_module(k))
+        (pkg / f"m{k}.c").write_text(heavy_module(k, functions[k]))
     srcs = ", ".join(f'"m{k}.c"' for k in range(MODULES))
     flags = ", ".join(f'"{f}"' for f in linker_flags)
     (pkg / "BUCK").write_text(
@@ -274,6 +282,32 @@ def test_concurrency_follows_buck2s_local_slots(buck2: Buck2) -> None:
         # ... and compiles in one of theirs.
         compiling = [int(n) for n in re.findall(r"(\d+) compiling at once", log)]
         assert max(compiling) == slots, log
+
+
+def test_queued_opt_actions_reach_the_worker_at_once_and_compile_largest_first(
+    buck2: Buck2,
+) -> None:
+    # Modules of different sizes, in no order of size.
+    target = add_heavy(buck2, "queued", functions=(60, 20, 100, 40, 90, 30, 80, 50))
+    proc = buck2("build", "--console=simple", "--show-full-json-output",
+                 "-c", "dist_lto.opt_queue=true", "-c", "build.threads=1", target)  # fmt: skip
+    (log,) = worker_logs(build_id(proc.stderr))
+    ran = [r for r in opt_ran(buck2) if r.target == f"root{target}"]
+    assert {r.executor for r in ran} <= {"Worker", "WorkerInit"}
+    assert all("--unweighted" in r.argv for r in ran)
+    # Every backend (the heavy modules' and main.c's) at once, though Buck2 runs one
+    # action at a time...
+    peaks = [int(n) for n in re.findall(r"(\d+) requests? at once", log)]
+    assert max(peaks) == MODULES + 1, log
+    # ... compiled one at a time (`[build] threads`), largest module first once queued:
+    # the first to arrive starts before the others are there.
+    compiling = [int(n) for n in re.findall(r"(\d+) compiling at once", log)]
+    assert max(compiling) == 1, log
+    done = sorted(ran, key=lambda r: (buck2.project / out_of(r)).stat().st_mtime_ns)
+    sizes = [(buck2.project / r.argv[r.argv.index("--input") + 1]).stat().st_size for r in done]
+    assert sizes[1:] == sorted(sizes[1:], reverse=True), sizes
+    exe = json.loads(proc.stdout)[f"root{target}"]
+    assert subprocess.run([exe], capture_output=True, timeout=60).returncode == 0
 
 
 def test_a_worker_killed_mid_build_fails_only_its_actions_and_the_next_build_succeeds(

@@ -325,6 +325,18 @@ def test_a_socket_path_naming_a_file_fails_with_one_line_and_leaves_the_file(
     assert taken.read_text() == "keep"
 
 
+@pytest.mark.parametrize("jobs", ["0", "two", "-1"])
+def test_a_bad_jobs_count_fails_with_one_line(indexed: Indexed, tmp_path: Path, jobs: str) -> None:
+    socket = str(tmp_path / "s")
+    worker = [sys.executable, OPT[3], "opt-worker", "--socket", socket, f"--jobs={jobs}"]
+    proc = subprocess.run(worker, cwd=indexed.root, capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"dist-lto opt-worker: error: --jobs: expected a count of 1 or more, got {jobs!r}"
+    ]
+    assert not (tmp_path / "s").exists()
+
+
 def test_worker_without_a_socket_fails_with_one_line(indexed: Indexed) -> None:
     proc = subprocess.run([*OPT[:-1], "opt-worker"], cwd=indexed.root, capture_output=True,
                           text=True, env={"PATH": "/usr/bin:/bin"})  # fmt: skip

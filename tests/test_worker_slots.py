@@ -1,6 +1,7 @@
 """The opt worker compiles as many backends at once as its requests in flight hold
-Buck2 slots, and a request that holds none (`--unweighted`, a link's largest module)
-first: worker/slots.py."""
+Buck2 slots, and requests that hold none (`--unweighted`: a link's largest module, or
+every module with `[dist_lto] opt_queue`) first, the largest module first:
+worker/slots.py."""
 
 from __future__ import annotations
 
@@ -14,11 +15,14 @@ from support.processes import wait_until
 class Request:
     """One request in its own thread: in flight at once, compiling until released."""
 
-    def __init__(self, slots: Slots, name: str, started: list[str], unweighted: bool = False):
+    def __init__(
+        self, slots: Slots, name: str, started: list[str], unweighted: bool = False, size: int = 0
+    ) -> None:
         self.slots = slots
         self.name = name
         self.started = started
         self.unweighted = unweighted
+        self.size = size
         self.release = threading.Event()
         self.stopped = False
         self.arrived = threading.Event()
@@ -29,7 +33,7 @@ class Request:
     def _run(self) -> None:
         with self.slots.request(self.unweighted):
             self.arrived.set()
-            with self.slots.compiling_turn(self.unweighted, lambda: self.stopped):
+            with self.slots.compiling_turn(self.unweighted, lambda: self.stopped, self.size):
                 self.started.append(self.name)
                 self.release.wait()
 
@@ -44,7 +48,7 @@ def settle() -> None:
 
 
 def test_a_request_without_a_slot_compiles_in_the_one_another_request_brought() -> None:
-    slots = Slots(cpus=2)
+    slots = Slots(jobs=2)
     started: list[str] = []
     largest = Request(slots, "largest", started, unweighted=True)
     wait_until('started == ["largest"]', lambda: started == ["largest"], 5.0)
@@ -58,7 +62,7 @@ def test_a_request_without_a_slot_compiles_in_the_one_another_request_brought() 
 
 
 def test_a_waiting_request_without_a_slot_goes_before_those_with_one() -> None:
-    slots = Slots(cpus=2)
+    slots = Slots(jobs=2)
     started: list[str] = []
     a = Request(slots, "a", started)
     b = Request(slots, "b", started)
@@ -81,7 +85,7 @@ def test_a_waiting_request_without_a_slot_goes_before_those_with_one() -> None:
 
 
 def test_requests_without_slots_alone_compile_one_per_cpu() -> None:
-    slots = Slots(cpus=2)
+    slots = Slots(jobs=2)
     started: list[str] = []
     links = [Request(slots, f"largest{i}", started, unweighted=True) for i in range(3)]
     wait_until("len(started) == 2", lambda: len(started) == 2, 5.0)
@@ -95,7 +99,7 @@ def test_requests_without_slots_alone_compile_one_per_cpu() -> None:
 
 
 def test_a_stopped_request_stops_waiting_for_its_turn() -> None:
-    slots = Slots(cpus=2)
+    slots = Slots(jobs=2)
     started: list[str] = []
     largest = Request(slots, "largest", started, unweighted=True)
     wait_until('started == ["largest"]', lambda: started == ["largest"], 5.0)
@@ -111,7 +115,7 @@ def test_a_stopped_request_stops_waiting_for_its_turn() -> None:
 
 def test_the_most_compiling_at_once_is_told_as_it_grows() -> None:
     told: list[int] = []
-    slots = Slots(cpus=2, on_most=told.append)
+    slots = Slots(jobs=2, on_most=told.append)
     started: list[str] = []
     a = Request(slots, "a", started)
     b = Request(slots, "b", started)
@@ -122,3 +126,21 @@ def test_the_most_compiling_at_once_is_told_as_it_grows() -> None:
     b.finish()
     c.finish()
     assert told == [1, 2]
+
+
+def test_waiting_requests_without_slots_compile_the_largest_module_first() -> None:
+    slots = Slots(jobs=1)
+    started: list[str] = []
+    first = Request(slots, "first", started, unweighted=True, size=5)
+    wait_until('started == ["first"]', lambda: started == ["first"], 5.0)
+    queued = {size: Request(slots, f"size{size}", started, unweighted=True, size=size)
+              for size in (1, 3, 2, 4)}  # fmt: skip
+    settle()
+    assert started == ["first"]
+    first.finish()
+    for size in (4, 3, 2, 1):
+        wait_until(f"size{size} started", lambda s=size: started[-1] == f"size{s}", 5.0)
+        settle()
+        assert len(started) == 6 - size  # one at a time: --jobs 1
+        queued[size].finish()
+    assert slots.most == 1

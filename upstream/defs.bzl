@@ -34,7 +34,7 @@ dist_lto_package = rule(
 
 def _toolset_impl(ctx: AnalysisContext) -> list[Provider]:
     pkg = ctx.attrs.package[DistLtoPackageInfo].pkg
-    runner = dist_lto_runner(ctx.attrs.python, ctx.attrs.opt_python, pkg, ctx.attrs.opt_worker, ctx.attrs.opt_reuse_dir, ctx.attrs.opt_compile_server, ctx.attrs.opt_batch_bytes)
+    runner = dist_lto_runner(ctx.attrs.python, ctx.attrs.opt_python, pkg, ctx.attrs.opt_worker, ctx.attrs.opt_reuse_dir, ctx.attrs.opt_compile_server, ctx.attrs.opt_batch_bytes, opt_queue = ctx.attrs.opt_queue, opt_jobs = ctx.attrs.opt_jobs)
     return [DefaultInfo(default_output = pkg), runner]
 
 dist_lto_toolset = rule(
@@ -47,6 +47,8 @@ dist_lto_toolset = rule(
         "opt_reuse_dir": attrs.string(default = "", doc = "where the worker keeps backends' last objects to reuse after edits (\"\": never)"),
         "opt_compile_server": attrs.bool(default = True, doc = "run the worker's backends in compile servers where the compiler's headers allow (else forked)"),
         "opt_batch_bytes": attrs.int(default = 0, doc = "small modules share an opt action up to this many bytes (0: one action per module)"),
+        "opt_queue": attrs.bool(default = False, doc = "send every opt action to the worker at once, without a slot; it compiles them largest first"),
+        "opt_jobs": attrs.int(default = 0, doc = "backends the worker compiles at once when no request holds a slot (0: one per CPU)"),
     },
 )
 

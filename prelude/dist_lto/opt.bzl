@@ -16,6 +16,14 @@
 # one of the slots the other requests hold, so that no more backends compile at once
 # than Buck2 has slots. An engine ignores the weight.
 #
+# With `[dist_lto] opt_queue` every opt action is unweighted: Buck2 sends the worker a
+# link's backends as soon as its plan is read, and the worker compiles them largest
+# first, no more at once than the slots of requests in flight or, while none holds
+# one, `[build] threads` (one per CPU without it). A CPU then never waits for Buck2 to
+# hand a slot from one backend to the next (about 10 ms each, bench/buck2.py), at a
+# price: `buck2 build -j N` does not reach the worker, and Buck2 runs other actions
+# beside those backends as if they took no CPU (docs/buck2.md).
+#
 # Buck2 starts the opt worker with the first action that names it, and a worker starts
 # in a fraction of a second (an interpreter, gRPC, a fork-served clang): so that the
 # first backend does not wait for it, each link's plan action also waits for a
@@ -71,7 +79,8 @@ def _run_opt(ctx: AnalysisContext, toolchain: DistLtoTools, link: DistLink, batc
         if link.split_dwarf == "split":
             files += ["--dwo", backend.dwo]
         imports += backend.imports
-    largest = len(batch) == 1 and batch[0].largest
+    # No slot: the worker holds these at once and compiles them largest first.
+    unweighted = toolchain.opt_queue or (len(batch) == 1 and batch[0].largest)
     identifier = batch[0].identifier
     if len(batch) > 1:
         identifier += " +{}".format(len(batch) - 1)
@@ -80,12 +89,12 @@ def _run_opt(ctx: AnalysisContext, toolchain: DistLtoTools, link: DistLink, batc
         ["--split-dwarf=single"] if link.split_dwarf == "single" else [],
         "--args",
         link.link_flags_file,
-        ["--unweighted"] if largest else [],
+        ["--unweighted"] if unweighted else [],
         "--",
         toolchain.clang,
         hidden = imports + link.backend_inputs,
     )
-    if largest:
+    if unweighted:
         ctx.actions.run(cmd, category = "thin_lto_opt", identifier = identifier, exe = opt_executable(toolchain), weight_percentage = 0)
     else:
         ctx.actions.run(cmd, category = "thin_lto_opt", identifier = identifier, exe = opt_executable(toolchain))

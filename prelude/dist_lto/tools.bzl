@@ -21,29 +21,36 @@ DistLtoRunnerInfo = provider(
         # Small modules of a plan share an opt action up to this many bytes (batches.bzl);
         # 0: one action per module.
         "opt_batch_bytes": provider_field(int),
+        # Every opt action goes to the worker at once, taking no slot (opt.bzl); only with
+        # a worker.
+        "opt_queue": provider_field(bool),
     },
 )
 
-def dist_lto_runner(python: str, opt_python: str, pkg: Artifact, opt_worker: bool, opt_reuse_dir: str = "", opt_compile_server: bool = True, opt_batch_bytes: int = 0) -> DistLtoRunnerInfo:
+def dist_lto_runner(python: str, opt_python: str, pkg: Artifact, opt_worker: bool, opt_reuse_dir: str = "", opt_compile_server: bool = True, opt_batch_bytes: int = 0, opt_queue: bool = False, opt_jobs: int = 0) -> DistLtoRunnerInfo:
     """The runner of a toolchain. Its WorkerInfo is made here, once: every opt action
     naming it shares one worker process, sent as many requests as Buck2 has local slots.
     With `opt_reuse_dir` (relative to the project root, where Buck2 starts workers) the
     worker reuses a backend's last object when an edit did not change what it imports
     (`dist-lto opt-worker --reuse-dir`); "" runs every backend. Without
     `opt_compile_server` it forks every backend's clang instead of running backends in
-    compile servers (`--no-compile-server`). `opt_batch_bytes`: see
-    `DistLtoRunnerInfo`."""
+    compile servers (`--no-compile-server`). `opt_jobs` (Buck2's `[build] threads`; 0:
+    one per CPU) is how many backends the worker compiles at once when no request holds
+    a slot (`--jobs`). `opt_batch_bytes`, `opt_queue`: see `DistLtoRunnerInfo`."""
     worker = None
     if opt_worker:
         reuse = ["--reuse-dir", opt_reuse_dir] if opt_reuse_dir else []
         served = [] if opt_compile_server else ["--no-compile-server"]
-        worker = WorkerInfo(exe = cmd_args(dist_lto_command(python, pkg, "opt-worker"), reuse, served))
+        jobs = ["--jobs", str(opt_jobs)] if opt_jobs > 0 else []
+        worker = WorkerInfo(exe = cmd_args(dist_lto_command(python, pkg, "opt-worker"), reuse, served, jobs))
     return DistLtoRunnerInfo(
         python = python,
         opt_python = opt_python,
         pkg = pkg,
         opt_worker = worker,
         opt_batch_bytes = opt_batch_bytes,
+        # Without a worker every unweighted action would be a clang Buck2 starts at once.
+        opt_queue = opt_queue and worker != None,
     )
 
 DistLtoTools = record(
@@ -53,6 +60,7 @@ DistLtoTools = record(
     opt_worker = WorkerInfo | None,
     # See DistLtoRunnerInfo.
     opt_batch_bytes = int,
+    opt_queue = bool,
     # The backend compiler (`dist-lto opt -- CLANG`): a path, or a tool's RunInfo.
     clang = str | RunInfo,
 )
@@ -70,6 +78,7 @@ def tools_from_runner(runner: Provider, clang: str | RunInfo) -> DistLtoTools:
         pkg = runner.pkg,
         opt_worker = runner.opt_worker,
         opt_batch_bytes = runner.opt_batch_bytes,
+        opt_queue = runner.opt_queue,
         clang = clang,
     )
 

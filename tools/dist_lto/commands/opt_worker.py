@@ -27,7 +27,9 @@ if TYPE_CHECKING:
     from dist_lto.worker.reuse import Store
 
 PROG = "dist-lto opt-worker"
-USAGE = "dist-lto opt-worker [-h] [--socket PATH] [--reuse-dir DIR] [--no-compile-server]"
+USAGE = (
+    "dist-lto opt-worker [-h] [--socket PATH] [--reuse-dir DIR] [--no-compile-server] [--jobs N]"
+)
 DESCRIPTION = """\
 Serve Buck2's persistent-worker protocol (gRPC on a unix socket) for opt actions: each
 request holds the arguments of `dist-lto opt` and runs exactly as that command would,
@@ -41,28 +43,41 @@ Buck2 starts it; it listens on $WORKER_SOCKET unless --socket is given. With
 --reuse-dir, a backend whose last run had the same module and index, apart from the
 hashes of modules it imports from, and imports the same code from them (LLVM's `opt`
 beside the compiler decides) gets that run's object without running clang; the
-directory keeps each backend's last inputs and object (docs/buck2.md). Its log (one
-line at start, one per new peak of requests served at once, warnings) is its stderr.
-Exit status: 0 when its parent has gone; 128+N when stopped by signal N; 2 when it
-cannot start (no socket, no grpcio)."""
+directory keeps each backend's last inputs and object (docs/buck2.md). Requests that
+hold no Buck2 slot (`dist-lto opt --unweighted`) compile first, the largest module
+first, and, while no request holds a slot, --jobs of them at once. Its log (one line
+at start, one per new peak of requests served at once, warnings) is its stderr. Exit
+status: 0 when its parent has gone; 128+N when stopped by signal N; 2 when it cannot
+start (no socket, no grpcio, a bad --jobs)."""
 
 _STOP_SIGNALS = (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP)
 
 
 class Options:
-    __slots__ = ("no_compile_server", "reuse_dir", "socket")
+    __slots__ = ("jobs", "no_compile_server", "reuse_dir", "socket")
 
     def __init__(self) -> None:
         self.socket: str | None = None
         self.reuse_dir: str | None = None
         self.no_compile_server = False
+        self.jobs: str | None = None
 
 
 def _parse_fast(argv: list[str]) -> Options | None:
     opts = Options()
-    positional = scan(argv, opts, {"--socket": "socket", "--reuse-dir": "reuse_dir"},
+    positional = scan(argv, opts, {"--socket": "socket", "--reuse-dir": "reuse_dir",
+                                   "--jobs": "jobs"},
                       {"--no-compile-server": "no_compile_server"})  # fmt: skip
     return opts if positional == [] else None
+
+
+def _jobs(text: str | None) -> int | None:
+    """`--jobs`: a count of 1 or more; None without it."""
+    if text is None:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise BadInput(f"--jobs: expected a count of 1 or more, got {text!r}")
+    return int(text)
 
 
 def build_parser() -> "argparse.ArgumentParser":
@@ -81,11 +96,18 @@ def build_parser() -> "argparse.ArgumentParser":
         action="store_true",
         help="fork every backend's clang instead of running backends in compile servers",
     )
+    parser.add_argument(
+        "--jobs",
+        metavar="N",
+        help="backends compiled at once when no request in flight holds a Buck2 slot"
+        " (default: the CPUs this process may run on)",
+    )
     return parser
 
 
 def main(argv: list[str]) -> int:
     opts = parse(argv, _parse_fast, build_parser, Options)
+    jobs = _jobs(opts.jobs)
     socket_path = opts.socket or os.environ.get("WORKER_SOCKET")
     if not socket_path:
         raise BadInput("no socket: Buck2 names it in WORKER_SOCKET (or pass --socket)")
@@ -123,7 +145,7 @@ def main(argv: list[str]) -> int:
     from dist_lto.worker.plans import Planner
 
     planner = Planner(log)
-    service = OptService(pool, store, planner)
+    service = OptService(pool, store, planner, jobs)
     stop = threading.Event()
     stopped_by: list[int] = []
 

@@ -250,7 +250,7 @@ def run_request(
             finally:
                 pool.give_back(clang, compiler)
 
-        runner = slots.gate(pooled, opts.unweighted, lambda: running.stopped)
+        runner = slots.gate(pooled, opts.unweighted, lambda: running.stopped, _size(opts))
         with slots.request(opts.unweighted):  # a batch's backends one after another
             for backend in opts.backends():
                 try:
@@ -265,6 +265,17 @@ def run_request(
         return Reply(err.status, warnings + error_report("opt", err).encode())
     except Exception as err:
         return Reply(EXIT_INTERNAL, warnings + internal_error_report("opt", err).encode())
+
+
+def _size(opts: "opt_request.Options") -> int:
+    """The bytes of a request's modules: the larger go first (`slots.py`)."""
+    size = 0
+    for backend in opts.backends():
+        try:  # noqa: SIM105 (its backend says what is wrong with it)
+            size += os.stat(backend.input).st_size
+        except OSError:
+            pass
+    return size
 
 
 def _reuse(

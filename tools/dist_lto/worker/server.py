@@ -31,12 +31,16 @@ class OptService:
     flight and compiling (the highest counts are logged)."""
 
     def __init__(
-        self, pool: CompilerPool, store: Store | None = None, planner: Planner | None = None
+        self,
+        pool: CompilerPool,
+        store: Store | None = None,
+        planner: Planner | None = None,
+        jobs: int | None = None,
     ) -> None:
         self.pool = pool
         self.store = store
         self.planner = planner
-        self.slots = Slots(on_most=lambda most: log(f"{most} compiling at once"))
+        self.slots = Slots(jobs, on_most=lambda most: log(f"{most} compiling at once"))
         self.lock = threading.Lock()
         self.in_flight = 0
         self.most = 0

@@ -1,13 +1,16 @@
 """How many backends the opt worker compiles at once, and which first.
 
 Buck2 sends the worker a request per local slot it gives the worker's actions, and one
-more for each action that takes no slot: the link's largest module (`--unweighted`,
-sent at once so that it starts first, as in-process LLD starts its largest backend).
-Compiling all of them would run one backend more than there are slots, and backends
-sharing CPUs cost more CPU (Lua's and zstd's, three at a time on two CPUs: 2-15% more
-than two at a time, `bench/backend_cpu.py --at-once 2,3`). So the worker compiles as
-many as the requests in flight hold slots, unweighted ones first: the largest module
-takes one of those slots, and the request that brought the slot waits for it.
+more for each action that takes no slot (`--unweighted`, sent at once): a link's
+largest module, so that it starts first as in-process LLD starts its largest backend,
+or, with `[dist_lto] opt_queue`, every module of the link, so that the worker holds
+them all and none waits for Buck2 to hand out a slot again. Compiling all of them would
+run more backends than there are slots, and backends sharing CPUs cost more CPU (Lua's
+and zstd's, three at a time on two CPUs: 2-15% more than two at a time,
+`bench/backend_cpu.py --at-once 2,3`). So the worker compiles as many as the requests
+in flight hold slots, or, when none holds one, as many as its `jobs` (Buck2's
+`[build] threads`, or the CPUs); unweighted ones first, the largest module first: an
+unweighted backend takes a slot another request brought, and that request waits.
 """
 
 from __future__ import annotations
@@ -24,20 +27,37 @@ if TYPE_CHECKING:
     from dist_lto.backend import Runner
 
 
+class _Waiter:
+    """A request waiting for its turn to compile; told alone when it gets it."""
+
+    __slots__ = ("granted", "size", "turn", "unweighted")
+
+    def __init__(self, unweighted: bool, size: int, lock: threading.Lock) -> None:
+        self.unweighted = unweighted
+        self.size = size
+        self.turn = threading.Condition(lock)
+        self.granted = False
+
+
 class Slots:
-    """The requests in flight, by whether they hold a slot, and the backends compiling."""
+    """The requests in flight, by whether they hold a slot, and the backends compiling.
+
+    A turn is handed to one waiting request at a time, the one it falls to: with a link's
+    backends all waiting (`opt_queue`), waking every waiter at each change would cost the
+    worker more CPU than deciding for them."""
 
     def __init__(
-        self, cpus: int | None = None, on_most: Callable[[int], None] | None = None
+        self, jobs: int | None = None, on_most: Callable[[int], None] | None = None
     ) -> None:
-        self.cpus = cpus if cpus is not None else len(os.sched_getaffinity(0))
+        self.jobs = jobs if jobs is not None else len(os.sched_getaffinity(0))
         """How many unweighted backends compile at once when no request holds a slot."""
-        self.changed = threading.Condition()
+        self.lock = threading.Lock()
         self.slotted = 0
         self.unweighted = 0
         """Requests in flight that hold a slot, and that hold none."""
         self.compiling = 0
-        self.unweighted_waiting = 0
+        self.waiting: list[_Waiter] = []
+        """Requests waiting for their turn, in the order they came."""
         self.most = 0
         self.on_most = on_most
         """The most backends compiling at once so far, and who is told when it grows."""
@@ -45,60 +65,83 @@ class Slots:
     @contextmanager
     def request(self, unweighted: bool) -> Iterator[None]:
         """A request in flight, from its arrival to its reply."""
-        with self.changed:
+        with self.lock:
             if unweighted:
                 self.unweighted += 1
             else:
                 self.slotted += 1
-            self.changed.notify_all()  # one more slot to compile in
+            self._hand_out()  # one more slot to compile in
         try:
             yield
         finally:
-            with self.changed:
+            with self.lock:
                 if unweighted:
                     self.unweighted -= 1
                 else:
                     self.slotted -= 1
-                self.changed.notify_all()
+                self._hand_out()  # no slot left may let unweighted ones use `jobs`
 
     @contextmanager
-    def compiling_turn(self, unweighted: bool, stopped: Callable[[], bool]) -> Iterator[None]:
-        """Wait until this request's backend may compile (or the request is stopped:
-        its compiler is then killed as it starts), and count it as compiling."""
-        with self.changed:
-            if unweighted:
-                self.unweighted_waiting += 1
+    def compiling_turn(
+        self, unweighted: bool, stopped: Callable[[], bool], size: int = 0
+    ) -> Iterator[None]:
+        """Wait until this request's backend (of a module of `size` bytes) may compile,
+        or the request is stopped (its compiler is then killed as it starts), and count
+        it as compiling."""
+        with self.lock:
+            me = _Waiter(unweighted, size, self.lock)
+            self.waiting.append(me)
+            self._hand_out()
             try:
-                self.changed.wait_for(lambda: stopped() or self._may_start(unweighted))
+                me.turn.wait_for(lambda: me.granted or stopped())
             finally:
-                if unweighted:
-                    self.unweighted_waiting -= 1
-            self.compiling += 1
-            if self.compiling > self.most:
-                self.most = self.compiling
-                if self.on_most is not None:
-                    self.on_most(self.most)
+                if not me.granted:
+                    self.waiting.remove(me)
+                    self._count_compiling()
         try:
             yield
         finally:
-            with self.changed:
+            with self.lock:
                 self.compiling -= 1
-                self.changed.notify_all()
+                # As if this request had replied: its slot is about to leave with it.
+                self._hand_out(leaving=(not unweighted, unweighted))
 
-    def _may_start(self, unweighted: bool) -> bool:
-        limit = max(1, self.slotted, min(self.unweighted, self.cpus))
-        return self.compiling < limit and (unweighted or self.unweighted_waiting == 0)
+    def _hand_out(self, leaving: tuple[bool, bool] = (False, False)) -> None:
+        """Give turns while fewer compile than the slots in flight (or, with none, than
+        `jobs` unweighted requests), less those of a request `leaving` (slotted,
+        unweighted): unweighted requests first, the largest module first; the others in
+        the order they came. Called with the lock held."""
+        slotted = self.slotted - leaving[0]
+        limit = max(1, slotted, min(self.unweighted - leaving[1], self.jobs))
+        while self.waiting and self.compiling < limit:
+            unweighted = [w for w in self.waiting if w.unweighted]
+            chosen = max(unweighted, key=lambda w: w.size) if unweighted else self.waiting[0]
+            self.waiting.remove(chosen)
+            chosen.granted = True
+            self._count_compiling()
+            chosen.turn.notify()
+
+    def _count_compiling(self) -> None:
+        self.compiling += 1
+        if self.compiling > self.most:
+            self.most = self.compiling
+            if self.on_most is not None:
+                self.on_most(self.most)
 
     def wake(self) -> None:
         """Let waiting requests look again (one of them was stopped)."""
-        with self.changed:
-            self.changed.notify_all()
+        with self.lock:
+            for waiter in self.waiting:
+                waiter.turn.notify()
 
-    def gate(self, run: Runner, unweighted: bool, stopped: Callable[[], bool]) -> Runner:
-        """`run` (a compiler's), started in this request's turn."""
+    def gate(
+        self, run: Runner, unweighted: bool, stopped: Callable[[], bool], size: int = 0
+    ) -> Runner:
+        """`run` (a compiler's), started in this request's turn (`size`: its modules'
+        bytes)."""
 
         def in_turn(argv: list[str], on_start: Callable[[int], None] | None) -> tuple[int, bytes]:
-            with self.compiling_turn(unweighted, stopped):
+            with self.compiling_turn(unweighted, stopped, size):
                 return run(argv, on_start)
 
         return in_turn
