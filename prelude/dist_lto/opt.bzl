@@ -20,9 +20,10 @@
 # link's backends as soon as its plan is read, and the worker compiles them largest
 # first, no more at once than the slots of requests in flight or, while none holds
 # one, `[build] threads` (one per CPU without it). A CPU then never waits for Buck2 to
-# hand a slot from one backend to the next (about 10 ms each, bench/buck2.py), at a
-# price: `buck2 build -j N` does not reach the worker, and Buck2 runs other actions
-# beside those backends as if they took no CPU (docs/buck2.md).
+# hand a slot from one backend to the next (about 10 ms each here,
+# docs/benchmarks.md), at a price: `buck2 build -j N` does not reach the worker, and
+# Buck2 runs other actions beside those backends as if they took no CPU
+# (docs/buck2.md).
 #
 # Buck2 starts the opt worker with the first action that names it, and a worker starts
 # in a fraction of a second (an interpreter, gRPC, a fork-served clang): so that the

@@ -84,8 +84,9 @@ def tools_from_runner(runner: Provider, clang: str | RunInfo) -> DistLtoTools:
 
 def _through_worker(tools: DistLtoTools, command: cmd_args) -> WorkerRunInfo | RunInfo:
     """`command` as an action's `exe`: sent to the tools' worker when the action runs
-    locally and there is one; run as it is otherwise (remotely, with `[build]
-    use_persistent_workers = false`, or with no worker)."""
+    locally and there is one; run as it is otherwise (remotely, on a platform whose
+    `CommandExecutorConfig` leaves `use_persistent_workers` false, or with no
+    worker)."""
     if tools.opt_worker == None:
         return RunInfo(args = command)
     return WorkerRunInfo(worker = tools.opt_worker, exe = command)

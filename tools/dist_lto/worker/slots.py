@@ -8,9 +8,10 @@ them all and none waits for Buck2 to hand out a slot again. Compiling all of the
 run more backends than there are slots, and backends sharing CPUs cost more CPU (Lua's
 and zstd's, three at a time on two CPUs: 2-15% more than two at a time,
 `bench/backend_cpu.py --at-once 2,3`). So the worker compiles as many as the requests
-in flight hold slots, or, when none holds one, as many as its `jobs` (Buck2's
-`[build] threads`, or the CPUs); unweighted ones first, the largest module first: an
-unweighted backend takes a slot another request brought, and that request waits.
+in flight hold slots, or as many unweighted ones as are in flight up to its `jobs`
+(Buck2's `[build] threads`, or the CPUs) if that is more; unweighted ones first, the
+largest module first: an unweighted backend takes a slot another request brought, and
+that request waits.
 """
 
 from __future__ import annotations
@@ -107,10 +108,10 @@ class Slots:
                 self._hand_out(leaving=(not unweighted, unweighted))
 
     def _hand_out(self, leaving: tuple[bool, bool] = (False, False)) -> None:
-        """Give turns while fewer compile than the slots in flight (or, with none, than
-        `jobs` unweighted requests), less those of a request `leaving` (slotted,
-        unweighted): unweighted requests first, the largest module first; the others in
-        the order they came. Called with the lock held."""
+        """Give turns while fewer compile than the slots in flight or, if more, the
+        unweighted requests in flight up to `jobs`, not counting a request `leaving`
+        (slotted, unweighted): unweighted requests first, the largest module first; the
+        others in the order they came. Called with the lock held."""
         slotted = self.slotted - leaving[0]
         limit = max(1, slotted, min(self.unweighted - leaving[1], self.jobs))
         while self.waiting and self.compiling < limit:
