@@ -46,7 +46,8 @@ build of each variant also says where its time went (bench/buck2_gap.py): the CP
 its link actions, each run again, against the in-process link's, and of its backends
 alone (the bare clang command each opt action wraps); how many actions it ran and what
 each cost outside its command; when its longest backend started after the last
-compile (in-process LLD starts its biggest first).
+compile (in-process LLD starts its biggest first; not for ours-queued, whose actions'
+times in Buck2 hold their wait in the worker).
 
 Inside every full build, the CPU of its backends is also taken: the opt worker's
 compilers (its log's `cpu:` line) for ours, and for in-process the link's LLD (which
@@ -137,6 +138,9 @@ COPIES = {
     "ours-queued": "[dist_lto]\nopt_queue = true\n",
 }
 """The copies of this project a variant builds in, by their `.buckconfig.local`."""
+
+QUEUED = {"ours-queued"}
+"""Variants whose opt actions wait in the worker: Buck2's times for them hold the wait."""
 
 OPT_CATEGORIES = (
     "thin_lto_opt",
@@ -552,7 +556,9 @@ def report(loads: list[Workload], rounds: int, variants: list[str], where: str) 
         for variant in variants:
             if variant in f.gap:
                 baseline = f.gap.get(BASELINE.get(variant, ""))
-                for line in buck2_gap.describe(f.gap[variant], baseline, f.worker.get(variant)):
+                lines = buck2_gap.describe(f.gap[variant], baseline, f.worker.get(variant),
+                                           queued=variant in QUEUED)  # fmt: skip
+                for line in lines:
                     print(f"last full {variant} build: {line}")
     print()
     for variant, baseline in BASELINE.items():

@@ -278,9 +278,13 @@ def worker_cpu(build_id: str, wait: float = 0.0) -> WorkerCpu | None:
     return found
 
 
-def describe(gap: Gap, baseline: Gap | None, worker: WorkerCpu | None = None) -> list[str]:
+def describe(
+    gap: Gap, baseline: Gap | None, worker: WorkerCpu | None = None, queued: bool = False
+) -> list[str]:
     """Lines for one build against its in-process twin's; `worker`: its opt worker's
-    CPU, its compilers' and its planner's (`worker_cpu`)."""
+    CPU, its compilers' and its planner's (`worker_cpu`). With `queued` (opt actions
+    that waited in the worker, whose commands' times in Buck2 hold the wait), none of
+    what those times say: idle slots, when the longest backend started."""
     total = sum(v for k, v in gap.cpu.items() if k != "backends")
     parts = ", ".join(f"{k} {v:.2f}" for k, v in sorted(gap.cpu.items()))
     missing = f" (not measured: {', '.join(gap.unmeasured)})" if gap.unmeasured else ""
@@ -304,11 +308,11 @@ def describe(gap: Gap, baseline: Gap | None, worker: WorkerCpu | None = None) ->
             )
     idle = gap.opt_idle_per_action
     lines.append(
-        f"actions {gap.actions}, {gap.after_command_mean * 1e3:.1f} ms each after its command;"
-        f" slots idle over the opt span: "
-        + ("?" if idle is None else f"{idle * 1e3:.1f} ms per opt action")
-    )
-    if gap.biggest:
+        f"actions {gap.actions}, {gap.after_command_mean * 1e3:.1f} ms each after its command"
+        + ("" if queued else "; slots idle over the opt span: "
+           + ("?" if idle is None else f"{idle * 1e3:.1f} ms per opt action"))
+    )  # fmt: skip
+    if gap.biggest and not queued:
 
         def at(t: float | None) -> str:
             return "?" if t is None else f"{t:+.2f} s"
