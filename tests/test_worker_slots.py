@@ -84,7 +84,7 @@ def test_a_waiting_request_without_a_slot_goes_before_those_with_one() -> None:
     assert slots.most == 3
 
 
-def test_requests_without_slots_alone_compile_one_per_cpu() -> None:
+def test_requests_without_slots_alone_compile_as_many_as_the_jobs() -> None:
     slots = Slots(jobs=2)
     started: list[str] = []
     links = [Request(slots, f"largest{i}", started, unweighted=True) for i in range(3)]
