@@ -139,7 +139,7 @@ COPIES = {
 }
 """The copies of this project a variant builds in, by their `.buckconfig.local`."""
 
-QUEUED = {"ours-queued"}
+QUEUED = {variant for variant, config in COPIES.items() if "opt_queue = true" in config}
 """Variants whose opt actions wait in the worker: Buck2's times for them hold the wait."""
 
 OPT_CATEGORIES = (

@@ -287,8 +287,11 @@ def test_concurrency_follows_buck2s_local_slots(buck2: Buck2) -> None:
 def test_queued_opt_actions_reach_the_worker_at_once_and_compile_largest_first(
     buck2: Buck2,
 ) -> None:
-    # Modules of different sizes, in no order of size.
+    # Modules of different sizes, in no order of size; main.c's backend is made slow too,
+    # so that whichever starts first, every request is in before it ends.
     target = add_heavy(buck2, "queued", functions=(60, 20, 100, 40, 90, 30, 80, 50))
+    main = buck2.project / "queued" / "main.c"
+    main.write_text(main.read_text() + heavy_module(MODULES, 45))
     proc = buck2("build", "--console=simple", "--show-full-json-output",
                  "-c", "dist_lto.opt_queue=true", "-c", "build.threads=1", target)  # fmt: skip
     (log,) = worker_logs(build_id(proc.stderr))

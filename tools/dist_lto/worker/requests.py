@@ -250,7 +250,8 @@ def run_request(
             finally:
                 pool.give_back(clang, compiler)
 
-        runner = slots.gate(pooled, opts.unweighted, lambda: running.stopped, _size(opts))
+        size = _size(opts) if opts.unweighted else 0  # only unweighted ones go by size
+        runner = slots.gate(pooled, opts.unweighted, lambda: running.stopped, size)
         with slots.request(opts.unweighted):  # a batch's backends one after another
             for backend in opts.backends():
                 try:

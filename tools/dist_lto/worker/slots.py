@@ -105,18 +105,19 @@ class Slots:
             with self.lock:
                 self.compiling -= 1
                 # As if this request had replied: its slot is about to leave with it.
-                self._hand_out(leaving=(not unweighted, unweighted))
+                self._hand_out(leaving=unweighted)
 
-    def _hand_out(self, leaving: tuple[bool, bool] = (False, False)) -> None:
+    def _hand_out(self, leaving: bool | None = None) -> None:
         """Give turns while fewer compile than the slots in flight or, if more, the
         unweighted requests in flight up to `jobs`, not counting a request `leaving`
-        (slotted, unweighted): unweighted requests first, the largest module first; the
-        others in the order they came. Called with the lock held."""
-        slotted = self.slotted - leaving[0]
-        limit = max(1, slotted, min(self.unweighted - leaving[1], self.jobs))
+        (whether it is unweighted; None: none): unweighted requests first, the largest
+        module first; the others in the order they came. Called with the lock held."""
+        slotted = self.slotted - (leaving is False)
+        unweighted = self.unweighted - (leaving is True)
+        limit = max(1, slotted, min(unweighted, self.jobs))
         while self.waiting and self.compiling < limit:
-            unweighted = [w for w in self.waiting if w.unweighted]
-            chosen = max(unweighted, key=lambda w: w.size) if unweighted else self.waiting[0]
+            first = [w for w in self.waiting if w.unweighted]
+            chosen = max(first, key=lambda w: w.size) if first else self.waiting[0]
             self.waiting.remove(chosen)
             chosen.granted = True
             self._count_compiling()
