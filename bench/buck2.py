@@ -21,6 +21,9 @@ with `-fno-lto`) and binaries of the main units linking it.
                          worker at once (`[dist_lto] opt_queue = true`), compiled
                          largest first: what Buck2's hand-over of a slot from one
                          backend to the next costs
+    ours-noahead         the same in another copy whose worker compiles a backend only
+                         when its request comes (`[dist_lto] opt_run_ahead = false`):
+                         what its spare turns and backends run ahead give
     inprocess            the same project, `cxx_binary(lto = True)`: one link action,
                          LLD running the backends on its threads
     upstream             a copy of examples/upstream (Buck2's bundled prelude, our tools
@@ -70,7 +73,7 @@ action more` (medians over the full builds; the difference divided by the action
 runs more, which does not make it a cost per action: docs/benchmarks.md); then
 `buck2-dist/inprocess: <ratio>` and `buck2-incremental-dist/inprocess: <ratio>`, ours
 over in-process, full and incremental builds, summed over the workloads (and the same
-two for ours-batched, ours-noworker, ours-forked and ours-queued).
+two for ours-batched, ours-noworker, ours-forked, ours-queued and ours-noahead).
 
 The scratch projects live in `--dir` (default: the system's temporary directory). The
 header says what a new file costs there: the CPU of creating files and directories in
@@ -113,6 +116,7 @@ VARIANTS = {
     "ours-noworker": ("ours-noworker", ""),
     "ours-forked": ("ours-forked", ""),
     "ours-queued": ("ours-queued", ""),
+    "ours-noahead": ("ours-noahead", ""),
     "inprocess": ("ours", "-inprocess"),
     "upstream": ("upstream", ""),
     "fine": ("upstream", "-fine"),
@@ -126,6 +130,7 @@ BASELINE = {
     "ours-noworker": "inprocess",
     "ours-forked": "inprocess",
     "ours-queued": "inprocess",
+    "ours-noahead": "inprocess",
     "upstream": "upstream-inprocess",
     "fine": "upstream-inprocess",
 }
@@ -136,6 +141,7 @@ COPIES = {
     "ours-noworker": "[dist_lto]\nopt_worker = false\n",
     "ours-forked": "[dist_lto]\nopt_compile_server = false\n",
     "ours-queued": "[dist_lto]\nopt_queue = true\n",
+    "ours-noahead": "[dist_lto]\nopt_run_ahead = false\n",
 }
 """The copies of this project a variant builds in, by their `.buckconfig.local`."""
 
@@ -596,7 +602,8 @@ def report(loads: list[Workload], rounds: int, variants: list[str], where: str) 
                   " action more (inside the full builds, medians)")  # fmt: skip
     for ours, label in (("ours", "dist"), ("ours-batched", "dist-batched"),
                         ("ours-noworker", "dist-noworker"), ("ours-forked", "dist-forked"),
-                        ("ours-queued", "dist-queued")):  # fmt: skip
+                        ("ours-queued", "dist-queued"),
+                        ("ours-noahead", "dist-noahead")):  # fmt: skip
         if ours not in variants or "inprocess" not in variants:
             continue
         for kind, prefix in (("full", "buck2"), ("incremental", "buck2-incremental")):

@@ -19,8 +19,8 @@ LlvmToolchainInfo = provider(
         "ar": provider_field(str),
         "rustc": provider_field(str),
         # How to run the dist-lto tools (`[dist_lto] python`, `opt_python`, `opt_worker`,
-        # `opt_reuse_dir`, `opt_compile_server`, `opt_batch_bytes`, `opt_queue`, with
-        # `[build] threads` as `opt_jobs`).
+        # `opt_reuse_dir`, `opt_compile_server`, `opt_batch_bytes`, `opt_queue`,
+        # `opt_run_ahead`, with `[build] threads` as `opt_jobs`).
         "dist_lto": provider_field(DistLtoRunnerInfo),
         # Flags every compile gets, before the target's own.
         "compiler_flags": provider_field(list[str]),
@@ -32,7 +32,7 @@ LlvmToolchainInfo = provider(
 def _llvm_toolchain_impl(ctx: AnalysisContext) -> list[Provider]:
     bin = ctx.attrs.llvm_bin
     pkg = compile_dist_lto_package(ctx, ctx.attrs.opt_python, ctx.attrs.dist_lto_srcs, "llvm_toolchain: dist_lto_srcs")
-    runner = dist_lto_runner(ctx.attrs.python, ctx.attrs.opt_python, pkg, ctx.attrs.opt_worker, ctx.attrs.opt_reuse_dir, ctx.attrs.opt_compile_server, ctx.attrs.opt_batch_bytes, opt_queue = ctx.attrs.opt_queue, opt_jobs = ctx.attrs.opt_jobs)
+    runner = dist_lto_runner(ctx.attrs.python, ctx.attrs.opt_python, pkg, ctx.attrs.opt_worker, ctx.attrs.opt_reuse_dir, ctx.attrs.opt_compile_server, ctx.attrs.opt_batch_bytes, opt_queue = ctx.attrs.opt_queue, opt_jobs = ctx.attrs.opt_jobs, opt_run_ahead = ctx.attrs.opt_run_ahead)
     return [
         DefaultInfo(default_output = pkg),
         LlvmToolchainInfo(
@@ -63,6 +63,7 @@ llvm_toolchain = rule(
         "opt_batch_bytes": attrs.int(default = 0),
         "opt_queue": attrs.bool(default = False),
         "opt_jobs": attrs.int(default = 0),
+        "opt_run_ahead": attrs.bool(default = True),
     },
 )
 

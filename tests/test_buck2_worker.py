@@ -420,3 +420,41 @@ def test_an_edit_that_changes_nothing_imported_reuses_objects_and_equals_the_com
             assert (buck2.project / out).read_bytes() == theirs.read_bytes(), out
     finally:
         plain.kill()
+
+
+def test_backends_run_ahead_on_a_links_first_build_give_the_same_program_and_not_after(
+    buck2: Buck2,
+) -> None:
+    # At -j 1 a compile's end leaves its turn spare until Buck2 sends the next request;
+    # once the largest module (sent beside the others, without a slot) is done, no
+    # request waits for it, and the worker compiles a backend not yet asked for.
+    target = add_heavy(buck2, "ahead", functions=(60, 20, 100, 40, 90, 30, 80, 50))
+    proc = buck2("build", "--console=simple", "--show-full-json-output", "-j", "1", target)
+    (log,) = worker_logs(build_id(proc.stderr))
+    ahead = re.findall(r"(\S+): compiled ahead of its request", log)
+    assert ahead, log
+    compiling = [int(n) for n in re.findall(r"(\d+) compiling at once", log)]
+    assert max(compiling) == 1, log  # never more than Buck2's one slot
+    exe = Path(json.loads(proc.stdout)[f"root{target}"])
+    assert subprocess.run([exe], capture_output=True, timeout=60).returncode == 0
+
+    # The same build, nothing run ahead, in a new daemon: the same objects and program.
+    plain = Buck2(buck2.project, config={**buck2.config, "dist_lto.opt_run_ahead": "false"})
+    try:
+        done = plain("build", "--console=simple", "--show-full-json-output", "-j", "1", target)
+        (plain_log,) = worker_logs(build_id(done.stderr))
+        assert "compiled ahead" not in plain_log
+        for out in ahead:
+            theirs = plain.project / out.replace(buck2.isolation_dir, plain.isolation_dir)
+            assert (buck2.project / out).read_bytes() == theirs.read_bytes(), out
+        theirs_exe = Path(json.loads(done.stdout)[f"root{target}"])
+        assert exe.read_bytes() == theirs_exe.read_bytes()
+    finally:
+        plain.kill()
+
+    # The link's next build reruns some backends; none runs ahead of its request.
+    m0 = buck2.project / "ahead" / "m0.c"
+    m0.write_text(m0.read_text() + UNRELATED)
+    again = buck2("build", "--console=simple", "-j", "1", target)
+    (log,) = worker_logs(build_id(again.stderr))
+    assert "compiled ahead" not in log, log

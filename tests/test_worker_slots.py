@@ -1,6 +1,7 @@
 """The opt worker compiles as many backends at once as its requests in flight hold
 Buck2 slots, and requests that hold none (`--unweighted`: a link's largest module, or
-every module with `[dist_lto] opt_queue`) first, the largest module first:
+every module with `[dist_lto] opt_queue`) first, the largest module first; the turn a
+finished compile leaves goes to a waiting request while its slot returns to Buck2:
 worker/slots.py."""
 
 from __future__ import annotations
@@ -144,3 +145,27 @@ def test_waiting_requests_without_slots_compile_the_largest_module_first() -> No
         assert len(started) == 6 - size  # one at a time: --jobs 1
         queued[size].finish()
     assert slots.most == 1
+
+
+def test_a_waiting_request_takes_the_turn_a_finished_compile_leaves_before_its_slot_returns() -> (
+    None
+):
+    slots = Slots(jobs=2)
+    started: list[str] = []
+    # Buck2 at -j 2: the largest module without a slot, two requests with one each.
+    largest = Request(slots, "largest", started, unweighted=True, size=9)
+    a = Request(slots, "a", started)
+    b = Request(slots, "b", started)
+    wait_until("len(started) == 2", lambda: len(started) == 2, 5.0)
+    settle()
+    assert started == ["largest", "a"]  # b waits: the largest took the slot it brought
+    a.finish()  # a's slot is on its way back to Buck2: b compiles meanwhile
+    wait_until('started[-1] == "b"', lambda: started[-1] == "b", 5.0)
+    c = Request(slots, "c", started)  # the slot back with c: two compile already
+    settle()
+    assert started[-1] == "b"
+    b.finish()
+    wait_until('started[-1] == "c"', lambda: started[-1] == "c", 5.0)
+    largest.finish()
+    c.finish()
+    assert slots.most == 2

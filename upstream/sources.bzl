@@ -95,6 +95,7 @@ DIST_LTO_SOURCES = [
     "dist_lto/upstream/prepare.py",
     "dist_lto/whole_files.py",
     "dist_lto/worker/__init__.py",
+    "dist_lto/worker/ahead.py",
     "dist_lto/worker/client.py",
     "dist_lto/worker/plans.py",
     "dist_lto/worker/protocol.py",

@@ -27,7 +27,7 @@ DistLtoRunnerInfo = provider(
     },
 )
 
-def dist_lto_runner(python: str, opt_python: str, pkg: Artifact, opt_worker: bool, opt_reuse_dir: str = "", opt_compile_server: bool = True, opt_batch_bytes: int = 0, opt_queue: bool = False, opt_jobs: int = 0) -> DistLtoRunnerInfo:
+def dist_lto_runner(python: str, opt_python: str, pkg: Artifact, opt_worker: bool, opt_reuse_dir: str = "", opt_compile_server: bool = True, opt_batch_bytes: int = 0, opt_queue: bool = False, opt_jobs: int = 0, opt_run_ahead: bool = True) -> DistLtoRunnerInfo:
     """The runner of a toolchain. Its WorkerInfo is made here, once: every opt action
     naming it shares one worker process, sent as many requests as Buck2 has local slots.
     With `opt_reuse_dir` (relative to the project root, where Buck2 starts workers) the
@@ -36,13 +36,17 @@ def dist_lto_runner(python: str, opt_python: str, pkg: Artifact, opt_worker: boo
     `opt_compile_server` it forks every backend's clang instead of running backends in
     compile servers (`--no-compile-server`). `opt_jobs` (Buck2's `[build] threads`; 0:
     one per CPU) is how many backends the worker compiles at once when no request holds
-    a slot (`--jobs`). `opt_batch_bytes`, `opt_queue`: see `DistLtoRunnerInfo`."""
+    a slot (`--jobs`). Without `opt_run_ahead` it never compiles a backend before its
+    request comes (`--no-run-ahead`; with a reuse directory it does on a link's first
+    build, in the moments Buck2 hands a slot over). `opt_batch_bytes`, `opt_queue`: see
+    `DistLtoRunnerInfo`."""
     worker = None
     if opt_worker:
         reuse = ["--reuse-dir", opt_reuse_dir] if opt_reuse_dir else []
         served = [] if opt_compile_server else ["--no-compile-server"]
         jobs = ["--jobs", str(opt_jobs)] if opt_jobs > 0 else []
-        worker = WorkerInfo(exe = cmd_args(dist_lto_command(python, pkg, "opt-worker"), reuse, served, jobs))
+        ahead = [] if opt_run_ahead else ["--no-run-ahead"]
+        worker = WorkerInfo(exe = cmd_args(dist_lto_command(python, pkg, "opt-worker"), reuse, served, jobs, ahead))
     return DistLtoRunnerInfo(
         python = python,
         opt_python = opt_python,

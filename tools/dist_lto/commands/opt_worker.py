@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 PROG = "dist-lto opt-worker"
 USAGE = (
     "dist-lto opt-worker [-h] [--socket PATH] [--reuse-dir DIR] [--no-compile-server] [--jobs N]"
+    " [--no-run-ahead]"
 )
 DESCRIPTION = """\
 Serve Buck2's persistent-worker protocol (gRPC on a unix socket) for opt actions: each
@@ -43,9 +44,12 @@ Buck2 starts it; it listens on $WORKER_SOCKET unless --socket is given. With
 --reuse-dir, a backend whose last run had the same module and index, apart from the
 hashes of modules it imports from, and imports the same code from them (LLVM's `opt`
 beside the compiler decides) gets that run's object without running clang; the
-directory keeps each backend's last inputs and object (docs/buck2.md). Requests that
-hold no Buck2 slot (`dist-lto opt --unweighted`) compile first, the largest module
-first, and, while no request holds a slot, --jobs of them at once. Its log (one line
+directory keeps each backend's last inputs and object (docs/buck2.md); on a link's
+first build there, the backends a plan request planned run ahead of their requests
+while Buck2 hands a slot from one request to the next, the largest first, unless
+--no-run-ahead. Requests that hold no Buck2 slot (`dist-lto opt --unweighted`) compile
+first, the largest module first, and, while no request holds a slot, --jobs of them at
+once. Its log (one line
 at start, one per new peak of requests served at once, warnings) is its stderr. Exit
 status: 0 when its parent has gone; 128+N when stopped by signal N; 2 when it cannot
 start (no socket, no grpcio, a bad --jobs)."""
@@ -54,20 +58,22 @@ _STOP_SIGNALS = (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP)
 
 
 class Options:
-    __slots__ = ("jobs", "no_compile_server", "reuse_dir", "socket")
+    __slots__ = ("jobs", "no_compile_server", "no_run_ahead", "reuse_dir", "socket")
 
     def __init__(self) -> None:
         self.socket: str | None = None
         self.reuse_dir: str | None = None
         self.no_compile_server = False
         self.jobs: str | None = None
+        self.no_run_ahead = False
 
 
 def _parse_fast(argv: list[str]) -> Options | None:
     opts = Options()
     positional = scan(argv, opts, {"--socket": "socket", "--reuse-dir": "reuse_dir",
                                    "--jobs": "jobs"},
-                      {"--no-compile-server": "no_compile_server"})  # fmt: skip
+                      {"--no-compile-server": "no_compile_server",
+                       "--no-run-ahead": "no_run_ahead"})  # fmt: skip
     return opts if positional == [] else None
 
 
@@ -101,6 +107,11 @@ def build_parser() -> "argparse.ArgumentParser":
         metavar="N",
         help="backends compiled at once when no request in flight holds a Buck2 slot"
         " (default: the CPUs this process may run on)",
+    )
+    parser.add_argument(
+        "--no-run-ahead",
+        action="store_true",
+        help="compile a backend only when its request comes, never ahead of it",
     )
     return parser
 
@@ -145,7 +156,7 @@ def main(argv: list[str]) -> int:
     from dist_lto.worker.plans import Planner
 
     planner = Planner(log)
-    service = OptService(pool, store, planner, jobs)
+    service = OptService(pool, store, planner, jobs, run_ahead=not opts.no_run_ahead)
     stop = threading.Event()
     stopped_by: list[int] = []
 
@@ -171,6 +182,7 @@ def main(argv: list[str]) -> int:
         service.stop_all()
         server.stop(None).wait()
         pool.close()
+        service.close()
         compilers = _cpu(children=True)
         planner.close()
         _log_cpu(log, compilers)

@@ -25,6 +25,8 @@ from dist_lto.worker.reuse import backend_for
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
+    from dist_lto.backend import Runner
+    from dist_lto.worker.ahead import RunAhead
     from dist_lto.worker.plans import Planner
     from dist_lto.worker.reuse import Backend, Store
     from dist_lto.worker.slots import Slots
@@ -101,6 +103,20 @@ class CompilerPool:
         else:
             self.note(f"backends of {compiler} run in compile servers ({program})")
         return program
+
+    def runner(self, compiler: str) -> "Runner":
+        """Runs a backend of `compiler` in a compiler of the pool's, taken for the run."""
+
+        def pooled(
+            command: list[str], on_start: "Callable[[int], None] | None"
+        ) -> tuple[int, bytes]:
+            taken = self.take(compiler)
+            try:
+                return taken.run(command, on_start)
+            finally:
+                self.give_back(compiler, taken)
+
+        return pooled
 
     def take(self, compiler: str) -> WorkerCompiler:
         with self.lock:
@@ -220,14 +236,16 @@ def run_request(
     slots: "Slots",
     store: "Store | None" = None,
     planner: "Planner | None" = None,
+    ahead: "RunAhead | None" = None,
 ) -> Reply:
     """Run one request's backend, its clang in its turn among the requests in flight
-    (`slots`), with the worker's reuse `store` if it has one; or, given a `planner`, a
-    plan request; never raises. A batch's warnings come before its failure, if any."""
+    (`slots`), with the worker's reuse `store` if it has one, or take its object if it
+    ran `ahead`; or, given a `planner`, a plan request; never raises. A batch's warnings
+    come before its failure, if any."""
     warnings = b""
     try:
         if planner is not None and argv[:1] == ["plan"]:
-            return _run_plan(argv[1:], planner, running)
+            return _run_plan(argv[1:], planner, running, ahead)
         opts = _options(argv)
         if opts is None:
             return _run_command(argv)
@@ -239,22 +257,16 @@ def run_request(
                 store.compiler(opts.command[0])
             write_output(opts.ready, b"")
             return Reply(0, b"")
-        clang = opts.command[0]
-
-        def pooled(
-            command: list[str], on_start: "Callable[[int], None] | None"
-        ) -> tuple[int, bytes]:
-            compiler = pool.take(clang)
-            try:
-                return compiler.run(command, on_start)
-            finally:
-                pool.give_back(clang, compiler)
-
         size = _size(opts) if opts.unweighted else 0  # only unweighted ones go by size
-        runner = slots.gate(pooled, opts.unweighted, lambda: running.stopped, size)
+        runner = slots.gate(pool.runner(opts.command[0]), opts.unweighted,
+                            lambda: running.stopped, size)  # fmt: skip
         with slots.request(opts.unweighted):  # a batch's backends one after another
             for backend in opts.backends():
                 try:
+                    adopted = _ran_ahead(ahead, store, backend, running)
+                    if adopted is not None:
+                        warnings += adopted
+                        continue
                     warnings += opt_request.execute(
                         backend, runner=runner, on_start=running.started,
                         reuse=_reuse(store, backend),
@@ -288,14 +300,39 @@ def _reuse(
     return lambda command: backend_for(store, command, opts.input, opts.index, opts.out, opts.dwo)
 
 
-def _run_plan(argv: list[str], planner: "Planner", running: Running) -> Reply:
-    """`dist-lto plan ARGV` in a child of the warm planner: its status and its output."""
+def _ran_ahead(
+    ahead: "RunAhead | None", store: "Store | None", opts: "opt_request.Options",
+    running: Running,
+) -> bytes | None:  # fmt: skip
+    """The warnings of `opts`' backend if it ran ahead of this request and its object is
+    now at `opts.out` (kept in the reuse `store` as if compiled here); None otherwise."""
+    if ahead is None:
+        return None
+    candidate = ahead.claim(opts)
+    if candidate is None:
+        return None
+    warnings = ahead.adopt(candidate, opts, lambda: running.stopped)
+    if warnings is not None:
+        remember = _reuse(store, opts)
+        seen = remember(candidate.command) if remember is not None else None
+        if seen is not None:
+            seen.remember(warnings)
+    return warnings
+
+
+def _run_plan(
+    argv: list[str], planner: "Planner", running: Running, ahead: "RunAhead | None"
+) -> Reply:
+    """`dist-lto plan ARGV` in a child of the warm planner: its status and its output;
+    once it has succeeded, `ahead` reads its plans (beside the reply)."""
     try:
         status, output = planner.run(argv, running.started)
     except OSError as err:
         return Reply(EXIT_INTERNAL, f"dist-lto plan: error: {err}\n".encode())
     finally:
         running.close()
+    if status == 0 and ahead is not None:
+        threading.Thread(target=ahead.learn, args=(argv,), daemon=True).start()
     return Reply(action_status(exit_status(status)), output)
 
 

@@ -16,6 +16,8 @@ the one clang would write.
 
 Layout under the store's directory (version 1):
 
+    v1/ran-ahead/<sha256>  a link whose backends ran ahead of their requests (`ahead.py`)
+    v1/ahead-<random>/     a worker's backends run ahead, removed when it stops
     v1/slots/<slot>.json   the last run: module and index digests, the index's modules
                            and their hashes, the object's SHA-256, the import digest
     v1/modules/<hash>      a module by its LLVM module hash
@@ -241,6 +243,29 @@ class Store:
                         removed += 1
                 except OSError:
                     pass
+        return removed + self._prune_scratch(before)
+
+    def _prune_scratch(self, before: float) -> int:
+        """Remove the directories of backends run ahead (`ahead.py`) that workers killed
+        before `before` left behind."""
+        import shutil
+
+        from dist_lto.worker.ahead import SCRATCH_PREFIX
+
+        removed = 0
+        try:
+            with os.scandir(self.root) as found:
+                left = [e for e in found if e.name.startswith(SCRATCH_PREFIX)
+                        and e.is_dir(follow_symlinks=False)]  # fmt: skip
+        except OSError:
+            return 0
+        for entry in left:
+            try:
+                if entry.stat(follow_symlinks=False).st_mtime < before:
+                    shutil.rmtree(entry.path)
+                    removed += 1
+            except OSError:
+                pass
         return removed
 
 

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 import grpc
 
 from dist_lto.worker import protocol
+from dist_lto.worker.ahead import RunAhead
 from dist_lto.worker.plans import Planner
 from dist_lto.worker.requests import CompilerPool, Running, run_request
 from dist_lto.worker.reuse import Store
@@ -28,7 +29,10 @@ MAX_THREADS = 256
 
 class OptService:
     """Runs requests, their backends in turn (`slots.py`), and keeps count of those in
-    flight and compiling (the highest counts are logged)."""
+    flight and compiling (the highest counts are logged). With `run_ahead`, a turn a
+    finished compile leaves is used before Buck2 sends the next request: by a waiting
+    request, or, with a reuse `store` and a `planner`, by a planned backend run ahead of
+    its request (`ahead.py`)."""
 
     def __init__(
         self,
@@ -36,11 +40,17 @@ class OptService:
         store: Store | None = None,
         planner: Planner | None = None,
         jobs: int | None = None,
+        run_ahead: bool = True,
     ) -> None:
         self.pool = pool
         self.store = store
         self.planner = planner
-        self.slots = Slots(jobs, on_most=lambda most: log(f"{most} compiling at once"))
+        self.slots = Slots(jobs, lambda most: log(f"{most} compiling at once"), run_ahead)
+        self.ahead = None
+        if run_ahead and store is not None and planner is not None:
+            self.ahead = RunAhead(store.root, pool.runner, log)
+            self.ahead.ended = self.slots.ahead_ended
+            self.slots.ahead = self.ahead.start_next
         self.lock = threading.Lock()
         self.in_flight = 0
         self.most = 0
@@ -83,7 +93,8 @@ class OptService:
             timer = threading.Timer(command.timeout_s, running.time_out)
             timer.start()
         try:
-            reply = run_request(argv, self.pool, running, self.slots, self.store, self.planner)
+            reply = run_request(argv, self.pool, running, self.slots, self.store, self.planner,
+                                self.ahead)  # fmt: skip
         finally:
             if timer is not None:
                 timer.cancel()
@@ -98,6 +109,11 @@ class OptService:
             every = list(self.running)
         for running in every:
             running.stop()
+
+    def close(self) -> None:
+        """Remove the objects of backends run ahead that no request took."""
+        if self.ahead is not None:
+            self.ahead.close()
 
 
 def start(socket_path: str, service: OptService) -> grpc.Server:

@@ -12,6 +12,12 @@ in flight hold slots, or as many unweighted ones as are in flight up to its `job
 (Buck2's `[build] threads`, or the CPUs) if that is more; unweighted ones first, the
 largest module first: an unweighted backend takes a slot another request brought, and
 that request waits.
+
+When a compile ends, its slot leaves with the reply, and Buck2 brings it back with the
+next request about 10 ms later (docs/benchmarks.md#queued-backends). Meanwhile the turn
+is spare: while fewer compile than the most turns Buck2 has given at once, it goes to a
+waiting request, else to a backend run ahead of its request (`ahead.py`); the next
+request then waits for a turn, as it would have for its slot.
 """
 
 from __future__ import annotations
@@ -48,7 +54,10 @@ class Slots:
     worker more CPU than deciding for them."""
 
     def __init__(
-        self, jobs: int | None = None, on_most: Callable[[int], None] | None = None
+        self,
+        jobs: int | None = None,
+        on_most: Callable[[int], None] | None = None,
+        spare_turns: bool = True,
     ) -> None:
         self.jobs = jobs if jobs is not None else len(os.sched_getaffinity(0))
         """How many unweighted backends compile at once when no request holds a slot."""
@@ -62,6 +71,13 @@ class Slots:
         self.most = 0
         self.on_most = on_most
         """The most backends compiling at once so far, and who is told when it grows."""
+        self.spare_turns = spare_turns
+        """Whether a turn a finished compile leaves is used before its slot returns."""
+        self.widest = 0
+        """The most turns the requests in flight have given at once (up to `jobs`)."""
+        self.ahead: Callable[[], bool] | None = None
+        """Starts a backend ahead of its request in a spare turn, if there is one
+        (`ahead.RunAhead.start_next`, called with the lock held)."""
 
     @contextmanager
     def request(self, unweighted: bool) -> Iterator[None]:
@@ -71,7 +87,9 @@ class Slots:
                 self.unweighted += 1
             else:
                 self.slotted += 1
-            self._hand_out()  # one more slot to compile in
+            limit = max(1, self.slotted, min(self.unweighted, self.jobs))
+            self.widest = max(self.widest, min(limit, self.jobs))
+            self._hand_out(spare=False)  # one more slot to compile in, this request's
         try:
             yield
         finally:
@@ -92,7 +110,7 @@ class Slots:
         with self.lock:
             me = _Waiter(unweighted, size, self.lock)
             self.waiting.append(me)
-            self._hand_out()
+            self._hand_out(spare=False)
             try:
                 me.turn.wait_for(lambda: me.granted or stopped())
             finally:
@@ -107,14 +125,19 @@ class Slots:
                 # As if this request had replied: its slot is about to leave with it.
                 self._hand_out(leaving=unweighted)
 
-    def _hand_out(self, leaving: bool | None = None) -> None:
+    def _hand_out(self, leaving: bool | None = None, spare: bool = True) -> None:
         """Give turns while fewer compile than the slots in flight or, if more, the
         unweighted requests in flight up to `jobs`, not counting a request `leaving`
         (whether it is unweighted; None: none): unweighted requests first, the largest
-        module first; the others in the order they came. Called with the lock held."""
+        module first; the others in the order they came. When a turn has just ended
+        (`spare`), up to the most turns Buck2 has given at once (`widest`): waiting
+        requests first, then a backend run ahead. Called with the lock held."""
         slotted = self.slotted - (leaving is False)
         unweighted = self.unweighted - (leaving is True)
         limit = max(1, slotted, min(unweighted, self.jobs))
+        spare = spare and self.spare_turns
+        if spare:  # a slot on its way back to Buck2, and to this worker with the next request
+            limit = max(limit, self.widest)
         while self.waiting and self.compiling < limit:
             first = [w for w in self.waiting if w.unweighted]
             chosen = max(first, key=lambda w: w.size) if first else self.waiting[0]
@@ -122,6 +145,15 @@ class Slots:
             chosen.granted = True
             self._count_compiling()
             chosen.turn.notify()
+        if spare and self.ahead is not None and not self.waiting:
+            while self.compiling < self.widest and self.ahead():
+                self._count_compiling()
+
+    def ahead_ended(self) -> None:
+        """A backend run ahead has ended: its turn is free."""
+        with self.lock:
+            self.compiling -= 1
+            self._hand_out()
 
     def _count_compiling(self) -> None:
         self.compiling += 1

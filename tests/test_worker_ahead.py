@@ -1,0 +1,183 @@
+"""Backends the opt worker compiles ahead of their requests (worker/ahead.py), with real
+clang 22 and LLD 22: the objects the requests then get are the command's, byte for
+byte; nothing runs ahead on a link's later builds; a module changed since its backend
+ran ahead is compiled again."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from dist_lto.worker.client import WorkerClient
+from dist_lto.worker.slots import Slots
+from support.links import SMALL_PROGRAM
+from support.opt_command import OPT
+from support.tools import Llvm
+
+MODULES = [name.replace(".c", ".o") for name in SMALL_PROGRAM]
+AHEAD = "compiled ahead of its request"
+
+
+@pytest.fixture
+def root(tmp_path: Path, llvm: Llvm) -> Path:
+    """The small program's bitcode, a link-flags file and a meta file (docs/plan.md)."""
+    for name, text in SMALL_PROGRAM.items():
+        (tmp_path / name).write_text(text)
+        subprocess.run([llvm.clang, "-O2", "-flto=thin", "-c", name], cwd=tmp_path, check=True)
+    (tmp_path / "link.args").write_text("-flto=thin\n-fuse-ld=lld\n-O2\n")
+    linkables = [
+        {"kind": "object", "index": i, "path": o, "index_output": f"out/index/{o}.thinlto.bc",
+         "plan_output": f"out/plans/{i}.json", "opt_output": f"out/opt/{i}.o"}
+        for i, o in enumerate(MODULES)
+    ]  # fmt: skip
+    meta = {"version": 1, "index_dir": "out/index", "link_plan_output": "out/link-plan.json",
+            "final_link_args_output": "out/final-link.args",
+            "groups": [{"linkables": linkables}]}  # fmt: skip
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
+    return tmp_path
+
+
+def backend(module: str, out: str, clang: str) -> list[str]:
+    return ["--input", module, "--index", f"out/index/{module}.thinlto.bc", "--out", out,
+            "--args", "link.args", "--", clang]  # fmt: skip
+
+
+def wait_for(condition: Callable[[], object], seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def ran_ahead(reuse: Path) -> list[Path]:
+    """The objects of backends run ahead and not yet taken."""
+    return sorted(reuse.glob("v1/ahead-*/*.o"))
+
+
+def build(root: Path, reuse: Path, clang: str, tag: str, *, wait: int) -> str:
+    """Plan the link through a new worker (one job), send its first backend, wait until
+    `wait` objects have run ahead, then send the others; every object checked against
+    the command's; the worker's log."""
+    client = WorkerClient(str(root / f"{tag}.sock"), str(root), "--reuse-dir", str(reuse),
+                          "--jobs", "1")  # fmt: skip
+    try:
+        plan = client.execute(["plan", "meta.json", "--", clang, "-fuse-ld=lld", "-O2"])
+        assert (plan.exit_code, plan.stderr) == (0, "")
+        first, *rest = MODULES
+        for module in [first]:
+            reply = client.execute(backend(module, f"{module}.{tag}.o", clang))
+            assert (reply.exit_code, reply.stderr) == (0, "")
+        wait_for(lambda: len(ran_ahead(reuse)) >= wait)
+        for module in rest:
+            reply = client.execute(backend(module, f"{module}.{tag}.o", clang))
+            assert (reply.exit_code, reply.stderr) == (0, "")
+    finally:
+        client.close()
+    for module in MODULES:
+        proc = subprocess.run([*OPT, *backend(module, f"{module}.command.o", clang)], cwd=root,
+                              capture_output=True, text=True)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        ours = (root / f"{module}.{tag}.o").read_bytes()
+        assert ours[:4] == b"\x7fELF"
+        assert ours == (root / f"{module}.command.o").read_bytes(), module
+    return client.log()
+
+
+def test_backends_run_ahead_of_their_requests_give_the_objects_the_command_writes(
+    root: Path, llvm: Llvm
+) -> None:
+    reuse = root / "reuse"
+    log = build(root, reuse, llvm.clang, "first", wait=len(MODULES) - 1)
+    assert log.count(AHEAD) == len(MODULES) - 1, log
+    assert ran_ahead(reuse) == [] and list(reuse.glob("v1/ahead-*")) == []
+
+
+def test_a_links_later_builds_run_nothing_ahead(root: Path, llvm: Llvm) -> None:
+    reuse = root / "reuse"
+    build(root, reuse, llvm.clang, "first", wait=len(MODULES) - 1)
+    log = build(root, reuse, llvm.clang, "again", wait=0)
+    assert AHEAD not in log, log
+
+
+def test_a_module_replaced_after_its_backend_ran_ahead_is_compiled_again(
+    root: Path, llvm: Llvm
+) -> None:
+    reuse = root / "reuse"
+    client = WorkerClient(str(root / "w.sock"), str(root), "--reuse-dir", str(reuse),
+                          "--jobs", "1")  # fmt: skip
+    first, *rest = MODULES
+    try:
+        plan = client.execute(["plan", "meta.json", "--", llvm.clang, "-fuse-ld=lld", "-O2"])
+        assert plan.exit_code == 0, plan.stderr
+        reply = client.execute(backend(first, f"{first}.w.o", llvm.clang))
+        assert reply.exit_code == 0, reply.stderr
+        wait_for(lambda: len(ran_ahead(reuse)) == len(rest))
+        for module in rest:  # the same bytes in a new file: as a rebuilt input would be
+            data = (root / module).read_bytes()
+            (root / f"{module}.new").write_bytes(data)
+            os.replace(root / f"{module}.new", root / module)
+        for module in rest:
+            reply = client.execute(backend(module, f"{module}.w.o", llvm.clang))
+            assert (reply.exit_code, reply.stderr) == (0, "")
+    finally:
+        client.close()
+    assert AHEAD not in client.log()
+    for module in rest:
+        assert (root / f"{module}.w.o").read_bytes()[:4] == b"\x7fELF"
+
+
+def test_a_spare_turn_goes_ahead_only_while_fewer_compile_than_the_slots_given() -> None:
+    slots = Slots(jobs=2)
+    started: list[int] = []
+    slots.ahead = lambda: started.append(slots.compiling) is None
+    never = threading.Event()
+
+    def hold(entered: threading.Event) -> None:
+        with slots.request(False), slots.compiling_turn(False, lambda: False):
+            entered.set()
+            never.wait(5)
+
+    # Two requests compiling: Buck2 gave two slots; nothing runs ahead beside them.
+    entered = [threading.Event(), threading.Event()]
+    threads = [threading.Thread(target=hold, args=(e,)) for e in entered]
+    for t in threads:
+        t.start()
+    for e in entered:
+        assert e.wait(5)
+    assert started == [] and slots.widest == 2
+    never.set()
+    for t in threads:
+        t.join()
+    # Each compile's end gave its turn to a backend run ahead (the other still compiling),
+    # and those turns stay taken until each ends: never more than the two slots.
+    assert started == [1, 1] and slots.compiling == 2
+    slots.ahead_ended()
+    assert started == [1, 1, 1] and slots.compiling == 2
+    slots.ahead = lambda: False  # nothing left to run ahead
+    slots.ahead_ended()
+    slots.ahead_ended()
+    assert slots.compiling == 0
+
+
+def test_pruning_removes_run_ahead_directories_that_killed_workers_left(tmp_path: Path) -> None:
+    from dist_lto.worker.reuse import Store
+
+    store = Store(str(tmp_path / "store"), print)
+    left = Path(store.root) / "ahead-killed"
+    left.mkdir(parents=True)
+    (left / "1.o").write_bytes(b"\x7fELF")
+    os.utime(left, (time.time() - 60, time.time() - 60))
+    started = time.time()
+    running = Path(store.root) / "ahead-running"  # a worker's that started after this one
+    running.mkdir()
+    os.utime(running, (started + 1, started + 1))
+    links = Path(store.root) / "ran-ahead"
+    links.mkdir()
+    assert store.prune(started) == 1
+    assert not left.exists() and running.is_dir() and links.is_dir()
