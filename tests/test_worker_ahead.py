@@ -12,8 +12,10 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from dist_lto.worker import slots as slots_module
 from dist_lto.worker.client import WorkerClient
 from dist_lto.worker.slots import Slots
 from support.links import SMALL_PROGRAM
@@ -132,16 +134,20 @@ def test_a_module_replaced_after_its_backend_ran_ahead_is_compiled_again(
         assert (root / f"{module}.w.o").read_bytes()[:4] == b"\x7fELF"
 
 
-def test_a_spare_turn_goes_ahead_only_while_fewer_compile_than_the_slots_given() -> None:
+def test_a_finished_compiles_turn_is_lent_only_while_its_slot_is_on_its_way_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = [0.0]
+    monkeypatch.setattr(slots_module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
     slots = Slots(jobs=2)
     started: list[int] = []
     slots.ahead = lambda: started.append(slots.compiling) is None
-    never = threading.Event()
+    release = threading.Event()
 
     def hold(entered: threading.Event) -> None:
         with slots.request(False), slots.compiling_turn(False, lambda: False):
             entered.set()
-            never.wait(5)
+            release.wait(5)
 
     # Two requests compiling: Buck2 gave two slots; nothing runs ahead beside them.
     entered = [threading.Event(), threading.Event()]
@@ -151,18 +157,18 @@ def test_a_spare_turn_goes_ahead_only_while_fewer_compile_than_the_slots_given()
     for e in entered:
         assert e.wait(5)
     assert started == [] and slots.widest == 2
-    never.set()
+    release.set()
     for t in threads:
         t.join()
-    # Each compile's end gave its turn to a backend run ahead (the other still compiling),
-    # and those turns stay taken until each ends: never more than the two slots.
+    # Each compile's end lent its turn to a backend run ahead (the other still
+    # compiling): never more than the two slots.
     assert started == [1, 1] and slots.compiling == 2
-    slots.ahead_ended()
+    slots.ahead_ended()  # the slots still on their way back: the turn is lent again
     assert started == [1, 1, 1] and slots.compiling == 2
-    slots.ahead = lambda: False  # nothing left to run ahead
+    clock[0] += slots_module.RETURN_SECONDS  # they went to other actions
     slots.ahead_ended()
     slots.ahead_ended()
-    assert slots.compiling == 0
+    assert started == [1, 1, 1] and slots.compiling == 0
 
 
 def test_pruning_removes_run_ahead_directories_that_killed_workers_left(tmp_path: Path) -> None:

@@ -14,16 +14,20 @@ largest module first: an unweighted backend takes a slot another request brought
 that request waits.
 
 When a compile ends, its slot leaves with the reply, and Buck2 brings it back with the
-next request about 10 ms later (docs/benchmarks.md#queued-backends). Meanwhile the turn
-is spare: while fewer compile than the most turns Buck2 has given at once, it goes to a
-waiting request, else to a backend run ahead of its request (`ahead.py`); the next
-request then waits for a turn, as it would have for its slot.
+next request about 10 ms later (docs/benchmarks.md#queued-backends). Meanwhile its turn
+is spare: it goes to a waiting request, else to a backend run ahead of its request
+(`ahead.py`), and the next request waits for a turn as it would have for its slot. A
+slot that has not come back within `RETURN_SECONDS` went to another action: its turn
+is no longer lent, so the worker compiles more than its requests' slots only for as
+long as one backend lent a turn takes, never more than the most turns Buck2 has given
+at once.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 from contextlib import contextmanager
 
 from dist_lto import TYPE_CHECKING
@@ -32,6 +36,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from dist_lto.backend import Runner
+
+RETURN_SECONDS = 0.1
+"""How long a slot that left with a reply counts as on its way back (Buck2's hand-over
+takes about 10 ms)."""
 
 
 class _Waiter:
@@ -75,6 +83,8 @@ class Slots:
         """Whether a turn a finished compile leaves is used before its slot returns."""
         self.widest = 0
         """The most turns the requests in flight have given at once (up to `jobs`)."""
+        self.returning: list[float] = []
+        """When each slot that left with a reply stops counting as on its way back."""
         self.ahead: Callable[[], bool] | None = None
         """Starts a backend ahead of its request in a spare turn, if there is one
         (`ahead.RunAhead.start_next`, called with the lock held)."""
@@ -87,6 +97,8 @@ class Slots:
                 self.unweighted += 1
             else:
                 self.slotted += 1
+                if self.returning:  # a slot back
+                    self.returning.pop(0)
             limit = max(1, self.slotted, min(self.unweighted, self.jobs))
             self.widest = max(self.widest, min(limit, self.jobs))
             self._hand_out(spare=False)  # one more slot to compile in, this request's
@@ -122,7 +134,9 @@ class Slots:
         finally:
             with self.lock:
                 self.compiling -= 1
-                # As if this request had replied: its slot is about to leave with it.
+                # As if this request had replied: its slot is about to leave with it...
+                if not unweighted and self.spare_turns:  # ... and to come back
+                    self.returning.append(time.monotonic() + RETURN_SECONDS)
                 self._hand_out(leaving=unweighted)
 
     def _hand_out(self, leaving: bool | None = None, spare: bool = True) -> None:
@@ -130,14 +144,18 @@ class Slots:
         unweighted requests in flight up to `jobs`, not counting a request `leaving`
         (whether it is unweighted; None: none): unweighted requests first, the largest
         module first; the others in the order they came. When a turn has just ended
-        (`spare`), up to the most turns Buck2 has given at once (`widest`): waiting
-        requests first, then a backend run ahead. Called with the lock held."""
+        (`spare`), one more per slot on its way back, up to the most turns Buck2 has
+        given at once (`widest`): to waiting requests first, then to backends run ahead.
+        Called with the lock held."""
         slotted = self.slotted - (leaving is False)
         unweighted = self.unweighted - (leaving is True)
-        limit = max(1, slotted, min(unweighted, self.jobs))
-        spare = spare and self.spare_turns
-        if spare:  # a slot on its way back to Buck2, and to this worker with the next request
-            limit = max(limit, self.widest)
+        held = max(slotted, min(unweighted, self.jobs))  # the turns requests in flight bring
+        lent = 0  # those and the turns of slots on their way back, up to `widest`
+        if spare and self.returning:
+            now = time.monotonic()
+            self.returning = [t for t in self.returning if t > now]
+            lent = min(self.widest, held + len(self.returning))
+        limit = max(1, held, lent)
         while self.waiting and self.compiling < limit:
             first = [w for w in self.waiting if w.unweighted]
             chosen = max(first, key=lambda w: w.size) if first else self.waiting[0]
@@ -145,8 +163,8 @@ class Slots:
             chosen.granted = True
             self._count_compiling()
             chosen.turn.notify()
-        if spare and self.ahead is not None and not self.waiting:
-            while self.compiling < self.widest and self.ahead():
+        if self.ahead is not None and not self.waiting:
+            while self.compiling < lent and self.ahead():
                 self._count_compiling()
 
     def ahead_ended(self) -> None:
