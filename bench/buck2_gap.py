@@ -236,6 +236,8 @@ class WorkerCpu:
     """Their compile servers and forked compilers."""
     planner: float
     """Their planners, with the plans and the plans' index steps."""
+    ahead: int = 0
+    """Backends whose requests took an object compiled ahead of them (worker/ahead.py)."""
 
 
 _STARTED = re.compile(r"serving opt requests on .* \(pid \d+, ([0-9.]+) s of CPU to start\)")
@@ -274,6 +276,7 @@ def worker_cpu(build_id: str, wait: float = 0.0) -> WorkerCpu | None:
                     before.start + start,
                     before.compilers + _figure(words, "compilers"),
                     before.planner + _figure(words, "planner"),
+                    before.ahead + text.count(": compiled ahead of its request"),
                 )
     return found
 
@@ -301,6 +304,9 @@ def describe(
         lines.append(f"opt worker cpu s: itself {worker.own:.2f} ({worker.start:.2f} to start),"
                      f" its compilers {worker.compilers:.2f}, its planner and plans"
                      f" {worker.planner:.2f}")  # fmt: skip
+        if worker.ahead:
+            lines.append(f"opt worker: {worker.ahead} backends compiled ahead of their requests"
+                         " (Buck2's times for those hold the wait for them)")  # fmt: skip
         base = sum(baseline.cpu.values()) if baseline is not None else 0.0
         if base:
             lines.append(

@@ -115,6 +115,9 @@ class RunAhead:
         """Told when a backend run ahead has ended (`Slots.ahead_ended`)."""
         self.dir = ""
         self.count = 0
+        """Backends started ahead of their requests."""
+        self.taken = 0
+        """Of those, the ones whose requests took their objects."""
 
     def learn(self, argv: list[str]) -> None:
         """Read the plans of the link whose `dist-lto plan ARGV` has just succeeded; best
@@ -248,9 +251,14 @@ class RunAhead:
             remove_quietly(candidate.object)
             return None
         self.note(f"{opts.out}: compiled ahead of its request")
+        with self.lock:
+            self.taken += 1
         return candidate.warnings
 
     def close(self) -> None:
+        """Say how many backends ran ahead and were taken; remove those not taken."""
+        if self.count:
+            self.note(f"{self.count} backends ran ahead of their requests, {self.taken} taken")
         if self.dir:
             shutil.rmtree(self.dir, ignore_errors=True)
 
