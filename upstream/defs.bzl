@@ -34,7 +34,7 @@ dist_lto_package = rule(
 
 def _toolset_impl(ctx: AnalysisContext) -> list[Provider]:
     pkg = ctx.attrs.package[DistLtoPackageInfo].pkg
-    runner = dist_lto_runner(ctx.attrs.python, ctx.attrs.opt_python, pkg, ctx.attrs.opt_worker, ctx.attrs.opt_reuse_dir, ctx.attrs.opt_compile_server, ctx.attrs.opt_batch_bytes, opt_queue = ctx.attrs.opt_queue, opt_jobs = ctx.attrs.opt_jobs)
+    runner = dist_lto_runner(ctx.attrs.python, ctx.attrs.opt_python, pkg, ctx.attrs.opt_worker, ctx.attrs.opt_reuse_dir, ctx.attrs.opt_compile_server, ctx.attrs.opt_batch_bytes, opt_queue = ctx.attrs.opt_queue, opt_jobs = ctx.attrs.opt_jobs, opt_run_ahead = ctx.attrs.opt_run_ahead)
     return [DefaultInfo(default_output = pkg), runner]
 
 dist_lto_toolset = rule(
@@ -49,6 +49,7 @@ dist_lto_toolset = rule(
         "opt_batch_bytes": attrs.int(default = 0, doc = "small modules share an opt action up to this many bytes (0: one action per module)"),
         "opt_queue": attrs.bool(default = False, doc = "send every opt action to the worker at once, without a slot; it compiles them largest first"),
         "opt_jobs": attrs.int(default = 0, doc = "backends the worker compiles at once when no request holds a slot (0: one per CPU)"),
+        "opt_run_ahead": attrs.bool(default = True, doc = "let the worker use a finished compile's turn while its slot returns to Buck2"),
     },
 )
 

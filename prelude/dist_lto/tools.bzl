@@ -36,10 +36,10 @@ def dist_lto_runner(python: str, opt_python: str, pkg: Artifact, opt_worker: boo
     `opt_compile_server` it forks every backend's clang instead of running backends in
     compile servers (`--no-compile-server`). `opt_jobs` (Buck2's `[build] threads`; 0:
     one per CPU) is how many backends the worker compiles at once when no request holds
-    a slot (`--jobs`). Without `opt_run_ahead` it never compiles a backend before its
-    request comes (`--no-run-ahead`; with a reuse directory it does on a link's first
-    build, in the moments Buck2 hands a slot over). `opt_batch_bytes`, `opt_queue`: see
-    `DistLtoRunnerInfo`."""
+    a slot (`--jobs`). Without `opt_run_ahead` it compiles no more than its requests
+    hold slots for, even while a finished compile's slot is on its way back to Buck2
+    (`--no-run-ahead`: no spare turns, no backend run ahead of its request).
+    `opt_batch_bytes`, `opt_queue`: see `DistLtoRunnerInfo`."""
     worker = None
     if opt_worker:
         reuse = ["--reuse-dir", opt_reuse_dir] if opt_reuse_dir else []

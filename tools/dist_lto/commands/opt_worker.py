@@ -44,12 +44,12 @@ Buck2 starts it; it listens on $WORKER_SOCKET unless --socket is given. With
 --reuse-dir, a backend whose last run had the same module and index, apart from the
 hashes of modules it imports from, and imports the same code from them (LLVM's `opt`
 beside the compiler decides) gets that run's object without running clang; the
-directory keeps each backend's last inputs and object (docs/buck2.md); on a link's
-first build there, the backends a plan request planned run ahead of their requests
-while Buck2 hands a slot from one request to the next, the largest first, unless
---no-run-ahead. Requests that hold no Buck2 slot (`dist-lto opt --unweighted`) compile
-first, the largest module first, and, while no request holds a slot, --jobs of them at
-once. Its log (one line
+directory keeps each backend's last inputs and object (docs/buck2.md). While a
+finished compile's slot returns to Buck2, its turn goes to a waiting request or, on
+a link's first build with --reuse-dir, to the largest planned backend not yet
+requested, run ahead of its request; --no-run-ahead turns both off. Requests that
+hold no Buck2 slot (`dist-lto opt --unweighted`) compile first, the largest module
+first, and, while no request holds a slot, --jobs of them at once. Its log (one line
 at start, one per new peak of requests served at once, warnings) is its stderr. Exit
 status: 0 when its parent has gone; 128+N when stopped by signal N; 2 when it cannot
 start (no socket, no grpcio, a bad --jobs)."""
@@ -111,7 +111,9 @@ def build_parser() -> "argparse.ArgumentParser":
     parser.add_argument(
         "--no-run-ahead",
         action="store_true",
-        help="compile a backend only when its request comes, never ahead of it",
+        help="compile no more backends at once than the requests in flight hold slots for,"
+        " even while a finished compile's slot returns to Buck2 (and none ahead of its"
+        " request)",
     )
     return parser
 
