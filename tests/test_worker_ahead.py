@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import threading
 import time
@@ -187,3 +188,21 @@ def test_pruning_removes_run_ahead_directories_that_killed_workers_left(tmp_path
     links.mkdir()
     assert store.prune(started) == 1
     assert not left.exists() and running.is_dir() and links.is_dir()
+
+
+def test_a_store_on_another_file_system_than_the_outputs_stops_running_ahead(
+    root: Path, llvm: Llvm
+) -> None:
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or shm.stat().st_dev == root.stat().st_dev:
+        pytest.skip("no second file system (/dev/shm) to keep the store on")
+    reuse = shm / f"dist-lto-test-{os.getpid()}-{root.name}"
+    try:
+        log = build(root, reuse, llvm.clang, "elsewhere", wait=1)
+    finally:
+        import shutil
+
+        shutil.rmtree(reuse, ignore_errors=True)
+    assert "not on the outputs' file system: no backend runs ahead" in log, log
+    assert AHEAD not in log
+    assert re.search(r"[1-9]\d* backends ran ahead of their requests, 0 taken", log), log

@@ -20,6 +20,7 @@ Standard library only.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import shutil
@@ -114,6 +115,9 @@ class RunAhead:
         self.ended: Callable[[], None] = lambda: None
         """Told when a backend run ahead has ended (`Slots.ahead_ended`)."""
         self.dir = ""
+        self.off = False
+        """Set when an object run ahead cannot be moved to its output (another file
+        system): nothing runs ahead from then on."""
         self.count = 0
         """Backends started ahead of their requests."""
         self.taken = 0
@@ -184,7 +188,9 @@ class RunAhead:
         """Start the largest backend not asked for yet of a link with a template; False
         when there is none. Called by `Slots` with its lock held."""
         with self.lock:
-            left = [c for link in self.links if (c := link.largest_left(self.candidates))]
+            left = [] if self.off else [
+                c for link in self.links if (c := link.largest_left(self.candidates))
+            ]  # fmt: skip
             if not left:
                 return False
             first = max(left, key=lambda c: c.size)
@@ -247,8 +253,12 @@ class RunAhead:
         prepare_outputs(opts.out, None)
         try:
             install(candidate.object, opts.out)
-        except OSError:
+        except OSError as err:
             remove_quietly(candidate.object)
+            if err.errno == errno.EXDEV and not self.off:  # every object would be in vain
+                self.off = True
+                self.note(f"{self.store_root}: not on the outputs' file system: no backend"
+                          " runs ahead of its request")  # fmt: skip
             return None
         self.note(f"{opts.out}: compiled ahead of its request")
         with self.lock:
