@@ -303,12 +303,14 @@ def test_queued_opt_actions_reach_the_worker_at_once_and_compile_largest_first(
     peaks = [int(n) for n in re.findall(r"(\d+) requests? at once", log)]
     assert max(peaks) == MODULES + 1, log
     # ... compiled one at a time (`[build] threads`), largest module first once queued:
-    # the first to arrive starts before the others are there.
+    # the first to arrive starts before the others are there, and on a loaded machine
+    # one more may start before the last request is in.
     compiling = [int(n) for n in re.findall(r"(\d+) compiling at once", log)]
     assert max(compiling) == 1, log
     done = sorted(ran, key=lambda r: (buck2.project / out_of(r)).stat().st_mtime_ns)
     sizes = [(buck2.project / r.argv[r.argv.index("--input") + 1]).stat().st_size for r in done]
-    assert sizes[1:] == sorted(sizes[1:], reverse=True), sizes
+    assert max(sizes) in sizes[:3], sizes
+    assert sizes[2:] == sorted(sizes[2:], reverse=True), sizes
     exe = json.loads(proc.stdout)[f"root{target}"]
     assert subprocess.run([exe], capture_output=True, timeout=60).returncode == 0
 
