@@ -94,7 +94,7 @@ def batched(
         return None
     if count > 1 and not (inputs and indexes and outs):
         return None
-    backends = [opts] + [_copy(opts) for _ in range(count - 1)]
+    backends = [opts] + [copy_options(opts) for _ in range(count - 1)]
     for k, backend in enumerate(backends):
         backend.input = inputs[k] if inputs else ""
         backend.index = indexes[k] if indexes else ""
@@ -104,7 +104,8 @@ def batched(
     return opts
 
 
-def _copy(opts: Options) -> Options:
+def copy_options(opts: Options) -> Options:
+    """`opts` but for another backend: every option, no further backends (`more`)."""
     copy = Options()
     for name in Options.__slots__:
         setattr(copy, name, getattr(opts, name))

@@ -30,12 +30,19 @@ import threading
 from dist_lto import TYPE_CHECKING
 from dist_lto.backend import check_primary, prepare_outputs, run_backend
 from dist_lto.fsutil import install, remove_quietly, write_atomic
-from dist_lto.opt_request import Options, backend_command, check_outputs, split_dwarf_mode
+from dist_lto.opt_request import (
+    Options,
+    backend_command,
+    check_outputs,
+    copy_options,
+    split_dwarf_mode,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from dist_lto.backend import Runner
+    from dist_lto.worker.reuse import Inputs
 
 LINKS = "ran-ahead"
 """The reuse store's directory of links whose backends have run ahead once (a file each,
@@ -205,12 +212,10 @@ class RunAhead:
             template = candidate.link.template
             if template is None:  # never: only a link with a template runs ahead
                 raise ValueError("no template")
-            opts = Options()
-            for name in Options.__slots__:
-                setattr(opts, name, getattr(template, name))
-            opts.input, opts.index, opts.out, opts.more = candidate.input, candidate.index, "", []
+            opts = copy_options(template)
+            opts.input, opts.index, opts.out = candidate.input, candidate.index, ""
             candidate.command = backend_command(opts, None)
-            before = _read(candidate.input, candidate.index)
+            before, _ = _read(candidate.input, candidate.index)
             check_primary(candidate.input, candidate.index)
             out = os.path.join(self._dir(), f"{number}.o")
             candidate.warnings = run_backend(
@@ -234,9 +239,10 @@ class RunAhead:
 
     def adopt(
         self, candidate: Candidate, opts: Options, stopped: Callable[[], bool]
-    ) -> bytes | None:
-        """The request `opts` takes `candidate`'s object (waiting for it): its warnings;
-        None (nothing written) when the request must compile after all."""
+    ) -> tuple[bytes, Inputs] | None:
+        """The request `opts` takes `candidate`'s object (waiting for it): its warnings
+        and the inputs it read (as the reuse store reads them); None (nothing written)
+        when the request must compile after all."""
         while not candidate.done.wait(0.05):
             if stopped():
                 return None
@@ -245,9 +251,10 @@ class RunAhead:
         if backend_command(opts, None) != candidate.command:
             return None
         try:
-            if _read(opts.input, opts.index) != candidate.read:
-                return None
+            now, inputs = _read(opts.input, opts.index)
         except (OSError, ValueError):  # the request's own run says what is wrong
+            return None
+        if now != candidate.read:
             return None
         check_outputs(opts)
         prepare_outputs(opts.out, None)
@@ -263,7 +270,7 @@ class RunAhead:
         self.note(f"{opts.out}: compiled ahead of its request")
         with self.lock:
             self.taken += 1
-        return candidate.warnings
+        return candidate.warnings, inputs
 
     def close(self) -> None:
         """Say how many backends ran ahead and were taken; remove those not taken."""
@@ -273,18 +280,16 @@ class RunAhead:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def _read(module: str, index: str) -> Signature:
-    """What identifies the files a backend reads: its module, its index and the modules
-    the index names."""
+def _read(module: str, index: str) -> tuple[Signature, Inputs]:
+    """What identifies the files a backend reads (its module, its index and the modules
+    the index names), and the index's inputs as the reuse store reads them."""
     from dist_lto.worker.reuse import read_inputs
 
-    paths = [module, index]
     inputs = read_inputs(module, index)
     if inputs is None:
         raise ValueError("an index the worker cannot read")
-    paths += [path for path, _ in inputs.modules]
     signature = []
-    for path in paths:
+    for path in [module, index, *(path for path, _ in inputs.modules)]:
         st = os.stat(path)
         signature.append((path, st.st_ino, st.st_size, st.st_mtime_ns))
-    return tuple(signature)
+    return tuple(signature), inputs

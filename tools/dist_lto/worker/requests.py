@@ -311,10 +311,13 @@ def _ran_ahead(
     candidate = ahead.claim(opts)
     if candidate is None:
         return None
-    warnings = ahead.adopt(candidate, opts, lambda: running.stopped)
-    if warnings is not None:
-        remember = _reuse(store, opts)
-        seen = remember(candidate.command) if remember is not None else None
+    taken = ahead.adopt(candidate, opts, lambda: running.stopped)
+    if taken is None:
+        return None
+    warnings, inputs = taken
+    if store is not None:
+        seen = backend_for(store, candidate.command, opts.input, opts.index, opts.out,
+                           opts.dwo, inputs)  # fmt: skip
         if seen is not None:
             seen.remember(warnings)
     return warnings

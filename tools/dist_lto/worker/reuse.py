@@ -439,15 +439,16 @@ class Backend:
 
 
 def backend_for(store: Store, command: list[str], module: str, index: str, out: str,
-                dwo: str | None) -> Backend | None:  # fmt: skip
+                dwo: str | None, inputs: Inputs | None = None) -> Backend | None:  # fmt: skip
     """The request as the store sees it; None when reuse does not apply to it (split
-    DWARF, a compiler without `opt`, paths or an index it cannot reason about)."""
+    DWARF, a compiler without `opt`, paths or an index it cannot reason about).
+    `inputs`: what `read_inputs` gave for `module` and `index`, if read already."""
     if dwo is not None or any(flag.startswith("-gsplit-dwarf") for flag in command):
         return None
     tools = store.compiler(command[0])
     if tools is None:
         return None
-    inputs = read_inputs(module, index)
+    inputs = inputs or read_inputs(module, index)
     if inputs is None:
         return None
     return Backend(store, command, module, index, out, inputs, *tools)

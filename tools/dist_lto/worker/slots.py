@@ -99,8 +99,8 @@ class Slots:
                 self.slotted += 1
                 if self.returning:  # a slot back
                     self.returning.pop(0)
-            limit = max(1, self.slotted, min(self.unweighted, self.jobs))
-            self.widest = max(self.widest, min(limit, self.jobs))
+            held = self._held(self.slotted, self.unweighted)
+            self.widest = max(self.widest, min(max(1, held), self.jobs))
             self._hand_out(spare=False)  # one more slot to compile in, this request's
         try:
             yield
@@ -149,7 +149,7 @@ class Slots:
         Called with the lock held."""
         slotted = self.slotted - (leaving is False)
         unweighted = self.unweighted - (leaving is True)
-        held = max(slotted, min(unweighted, self.jobs))  # the turns requests in flight bring
+        held = self._held(slotted, unweighted)
         lent = 0  # those and the turns of slots on their way back, up to `widest`
         if spare and self.returning:
             now = time.monotonic()
@@ -166,6 +166,11 @@ class Slots:
         if self.ahead is not None and not self.waiting:
             while self.compiling < lent and self.ahead():
                 self._count_compiling()
+
+    def _held(self, slotted: int, unweighted: int) -> int:
+        """The turns requests in flight bring: their slots or, if more, the unweighted
+        ones up to `jobs`."""
+        return max(slotted, min(unweighted, self.jobs))
 
     def ahead_ended(self) -> None:
         """A backend run ahead has ended: its turn is free."""
