@@ -1,12 +1,14 @@
-"""The package as Buck2's actions get it (`dist_lto/bytecode.py`): every source, and
+"""The package as Buck2's actions get it (`dist_lto/bytecode.py`): its modules in one zip,
 bytecode for what the subcommands Buck2 runs import, held to what those commands import
-when they run for real."""
+when they run for real, and the files that are not modules beside it."""
 
 from __future__ import annotations
 
 import json
+import py_compile
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -17,22 +19,30 @@ from support.tools import Llvm
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "tools" / "dist_lto"
 SOURCES = sorted(PACKAGE.rglob("*.py"))
+OTHER_FILES = ["process/cc1server.cpp", "process/forkserver.c", "process/jobsocket.h"]
+"""What the toolchain's `dist_lto_srcs` adds to the modules (BUCK)."""
 
 
 def build(out: Path) -> subprocess.CompletedProcess[str]:
     """The `python_compile` action's command, on this checkout's sources."""
-    pairs = [f"{p.relative_to(PACKAGE.parent)}={p}" for p in SOURCES]
+    files = SOURCES + [PACKAGE / rel for rel in OTHER_FILES]
+    pairs = [f"{p.relative_to(PACKAGE.parent)}={p}" for p in files]
     return subprocess.run([sys.executable, "-S", "-E", str(PACKAGE / "bytecode.py"), str(out),
                            *pairs], capture_output=True, text=True)  # fmt: skip
 
 
+_FROM_ZIP = "import sys; sys.path.insert(0, sys.argv[1]); exec(sys.argv[2])"
+"""`python -c _FROM_ZIP ZIP CODE`: CODE run with the package imported from ZIP."""
+
+
+def members(out: Path) -> list[str]:
+    with zipfile.ZipFile(out / bytecode.ZIP) as archive:
+        return archive.namelist()
+
+
 def compiled(out: Path) -> set[str]:
     """The modules of the built package that have bytecode."""
-    found = set()
-    for pyc in out.rglob("__pycache__/*.pyc"):
-        source = pyc.parent.parent / (pyc.name.split(".")[0] + ".py")
-        found.add(bytecode.module_of(str(source.relative_to(out))))
-    return found
+    return {bytecode.module_of(name[:-1]) for name in members(out) if name.endswith(".pyc")}
 
 
 @pytest.fixture(scope="module")
@@ -61,16 +71,72 @@ def test_import_statements_of_every_form_are_followed() -> None:
     }  # fmt: skip
 
 
-def test_every_source_is_copied_and_only_what_actions_import_is_compiled(built: Path) -> None:
-    copied = sorted(p.relative_to(built / "dist_lto") for p in built.rglob("*.py"))
-    assert copied == [p.relative_to(PACKAGE) for p in SOURCES]
+def test_every_module_is_in_the_zip_and_only_what_actions_import_is_compiled(
+    built: Path,
+) -> None:
+    beside = sorted(str(p.relative_to(built)) for p in built.rglob("*") if p.is_file())
+    assert beside == sorted(
+        [bytecode.ZIP, bytecode.LAUNCHER] + [f"dist_lto/{r}" for r in OTHER_FILES]
+    )
+    # Each module once: its bytecode, or its source.
+    names = members(built)
+    modules = [str(p.relative_to(PACKAGE.parent)) for p in SOURCES]
+    assert sorted(n.removesuffix("c") for n in names) == sorted(set(modules) - {bytecode.LAUNCHER})
     have = compiled(built)
-    assert set(bytecode.ENTRY_MODULES) <= have
+    assert set(bytecode.ENTRY_MODULES) - {"dist_lto.__main__"} <= have
     assert "dist_lto.report" not in have and "dist_lto.distribute.remote.cas" not in have
     # A module without bytecode still imports (compiled as it loads).
-    proc = subprocess.run([sys.executable, "-S", "-E", "-B", "-c", "import dist_lto.report.html"],
-                          cwd=built, capture_output=True, text=True)  # fmt: skip
+    proc = subprocess.run([sys.executable, "-S", "-E", "-B", "-c", _FROM_ZIP,
+                           str(built / bytecode.ZIP), "import dist_lto.report.html"],
+                          capture_output=True, text=True)  # fmt: skip
     assert (proc.returncode, proc.stderr) == (0, "")
+
+
+def test_a_module_that_does_not_compile_fails_naming_it_and_writes_nothing(tmp_path: Path) -> None:
+    bad = tmp_path / "opt.py"
+    bad.write_text("def f(:\n")
+    out = tmp_path / "pkg"
+    proc = subprocess.run([sys.executable, "-S", "-E", str(PACKAGE / "bytecode.py"), str(out),
+                           f"dist_lto/__main__.py={PACKAGE / '__main__.py'}",
+                           f"dist_lto/commands/opt.py={bad}"],
+                          capture_output=True, text=True)  # fmt: skip
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("dist_lto/commands/opt.py:1: ") and proc.stderr.count("\n") == 1
+    assert not out.exists()
+
+
+def test_bytecode_is_what_py_compile_writes_with_an_unchecked_hash(tmp_path: Path) -> None:
+    source = PACKAGE / "opt_request.py"
+    made = tmp_path / "opt_request.pyc"
+    py_compile.compile(str(source), str(made), dfile="dist_lto/opt_request.py", doraise=True,
+                       invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)  # fmt: skip
+    assert bytecode.bytecode(source.read_bytes(), "dist_lto/opt_request.py") == made.read_bytes()
+
+
+_WHERE = (
+    "import sys, json\n"
+    "from dist_lto import installed\n"
+    "from dist_lto.process import cc1server, forkserver\n"
+    "print(json.dumps([sys.path[0], installed.MAIN, cc1server.SOURCE, forkserver.HEADER,\n"
+    "                  cc1server.__spec__.origin]))\n"
+)
+
+
+def test_the_launcher_runs_the_package_from_the_zip_and_finds_its_other_files(built: Path) -> None:
+    proc = subprocess.run([sys.executable, "-S", "-E", str(built / bytecode.LAUNCHER), "--version"],
+                          capture_output=True, text=True)  # fmt: skip
+    assert (proc.returncode, proc.stderr) == (0, "")
+    # What the launcher puts on sys.path; the other files the package finds from there.
+    proc = subprocess.run([sys.executable, "-S", "-E", "-c", _FROM_ZIP, str(built / bytecode.ZIP),
+                           _WHERE], capture_output=True, text=True)  # fmt: skip
+    root, main, source, header, origin = json.loads(proc.stdout)
+    assert root == str(built / bytecode.ZIP)
+    assert origin == str(built / bytecode.ZIP / "dist_lto/process/cc1server.pyc")
+    assert (main, source, header) == (
+        str(built / bytecode.LAUNCHER),
+        str(built / "dist_lto/process/cc1server.cpp"),
+        str(built / "dist_lto/process/jobsocket.h"),
+    )
 
 
 def test_the_package_is_the_same_bytes_every_time(built: Path, tmp_path: Path) -> None:
@@ -94,8 +160,8 @@ _LOADED = (
 
 def loaded_by(built: Path, cwd: Path, argv: list[str]) -> set[str]:
     """The package's modules that `dist-lto ARGV` loaded, run from the built package."""
-    proc = subprocess.run([sys.executable, "-B", "-c", _LOADED, str(built), *argv], cwd=cwd,
-                          capture_output=True, text=True)  # fmt: skip
+    proc = subprocess.run([sys.executable, "-B", "-c", _LOADED, str(built / bytecode.ZIP), *argv],
+                          cwd=cwd, capture_output=True, text=True)  # fmt: skip
     status, loaded = json.loads(proc.stdout)
     assert status == 0, proc.stderr
     return set(loaded)

@@ -15,7 +15,7 @@ load("//upstream/phases:tools.bzl", "dist_lto_runner")
 DistLtoPackageInfo = provider(
     doc = "The dist-lto Python package, compiled.",
     fields = {
-        # A directory holding `dist_lto/` and its bytecode.
+        # The dist-lto package as its actions run it (phases/package.bzl).
         "pkg": provider_field(Artifact),
     },
 )

@@ -57,6 +57,7 @@ DIST_LTO_SOURCES = [
     "dist_lto/formats/plans.py",
     "dist_lto/formats/response_file.py",
     "dist_lto/fsutil.py",
+    "dist_lto/installed.py",
     "dist_lto/llvm/__init__.py",
     "dist_lto/llvm/bitcode.py",
     "dist_lto/llvm/flags.py",

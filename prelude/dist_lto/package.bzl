@@ -4,14 +4,16 @@
 # built-ins: a user's repository loads it from the `dist_lto` cell, whichever prelude
 # it has.
 #
-# The sources are artifacts; the modules our actions import are compiled once to
-# bytecode (without __pycache__ every opt action would compile them again: docs/opt.md);
+# The sources are artifacts; the modules go into one zip, those our actions import
+# compiled once to bytecode (without it every opt action would compile them again:
+# docs/opt.md);
 # every action that runs a tool gets the package as an input, so a remote worker needs
 # nothing of ours installed.
 
 def compile_dist_lto_package(ctx: AnalysisContext, python: str, srcs: list[Artifact], attr: str) -> Artifact:
-    """One `python_compile` action: the directory holding `dist_lto/`, with the bytecode
-    of the modules our actions import (`dist_lto/bytecode.py`, run from its source).
+    """One `python_compile` action: a directory holding `dist_lto.zip` (the modules, with
+    the bytecode of those our actions import) and, beside it, `dist_lto/__main__.py` and
+    the servers' C sources (`dist_lto/bytecode.py`, run from its source).
 
     Args:
         ctx: the analysis context of the rule that owns the package.
@@ -48,7 +50,7 @@ def dist_lto_command(python: str, pkg: Artifact, subcommand: str, fast: bool = F
 
     Args:
         python: the interpreter (the real binary, never a shim: docs/opt.md).
-        pkg: the directory holding the `dist_lto` package and its bytecode.
+        pkg: the directory `compile_dist_lto_package` made.
         subcommand: `prepare`, `plan`, `opt` or `upstream`; "": none (the arguments
             that follow name it).
         fast: start with -S -E (no site-packages, no PYTHON* variables): only for the

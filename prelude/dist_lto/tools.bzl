@@ -12,7 +12,7 @@ DistLtoRunnerInfo = provider(
         "python": provider_field(str),
         # Python 3.11+, standard library only: runs `opt` with -S -E (fast start-up).
         "opt_python": provider_field(str),
-        # A directory holding the `dist_lto` package and its compiled bytecode.
+        # The dist-lto package as its actions run it (package.bzl).
         "pkg": provider_field(Artifact),
         # The persistent worker that runs opt actions executed locally (`dist-lto
         # opt-worker`, started with `python`, which needs grpcio); None: every opt

@@ -21,11 +21,16 @@ if not __package__:
     # Run as a file or directory: the parent of this directory holds the package. This
     # directory itself must leave sys.path (where Python put it, unless -I), so that no
     # module here is importable under a second, top-level name.
+    # The package Buck2's actions run holds the modules in a zip beside this directory
+    # (bytecode.py).
     _here = os.path.dirname(os.path.abspath(__file__))
+    _root = os.path.dirname(_here)
+    if os.path.isfile(os.path.join(_root, "dist_lto.zip")):
+        _root = os.path.join(_root, "dist_lto.zip")
     if sys.path and os.path.abspath(sys.path[0] or ".") == _here:
-        sys.path[0] = os.path.dirname(_here)
+        sys.path[0] = _root
     else:
-        sys.path.insert(0, os.path.dirname(_here))
+        sys.path.insert(0, _root)
 
 from dist_lto.cli import main
 

@@ -1,26 +1,33 @@
-"""The package as Buck2's actions get it: every source, and the bytecode of the modules
-those actions import.
+"""The package as Buck2's actions get it: its modules in one zip, bytecode for those the
+actions import.
 
 Run from its source, before the package has any bytecode, by the toolchain's
 `python_compile` action (prelude/dist_lto/package.bzl):
 
     python3 -S -E .../dist_lto/bytecode.py OUT dist_lto/PATH=SOURCE...
 
-Each source is copied to OUT/dist_lto/PATH. Only the modules that the subcommands Buck2
-runs can import are compiled: those `ENTRY_MODULES` name, and every `dist_lto` module
-an import statement of a compiled one names (inside functions too), found by reading
-the sources, not by importing them. The rest (the report, the DTLTO distributor, the
-remote client: a third of the package) is never imported by an action; it still
-imports, compiled as it loads. The bytecode has unchecked hashes and names each source
-by its path in the package (Python names it by where it lies when it loads), so the
-output is the same bytes wherever and whenever it is made. Standard library only, and
-nothing of the package.
+It writes OUT/dist_lto.zip, the package's modules, and OUT/dist_lto/, its other files:
+`__main__.py`, which starts the tool from the zip (`installed.py`), and the C sources
+of its servers: five files where a directory of sources and bytecode made almost two
+hundred, each of which the build's file system, Buck2 and a remote executor's input
+root handle one by one. Only the modules that the subcommands Buck2 runs can import
+are compiled: those `ENTRY_MODULES` name, and every `dist_lto` module an import
+statement of a compiled one names (inside functions too), found by reading the
+sources, not by importing them. The zip holds their bytecode in place of their source,
+which Python's zip importer loads without looking for one; the rest (the report, the
+DTLTO distributor, the remote client: a third of the package) is never imported by an
+action, and stays source, compiled as it loads. The bytecode has unchecked hashes and
+names each source by its path in the package, the zip's entries are in one order with
+one date, so the output is the same bytes wherever and whenever it is made. Standard
+library only, and nothing of the package.
 """
 
+import importlib.util
+import marshal
 import os
-import py_compile
 import re
 import sys
+import zipfile
 
 ENTRY_MODULES = (
     "dist_lto.__main__",
@@ -38,7 +45,12 @@ ENTRY_MODULES = (
 """The modules whose `main` a Buck2 action runs (`dist-lto SUBCOMMAND`, `dist-lto
 upstream ROLE`), and the worker's planner process."""
 
-_UNCHECKED = py_compile.PycInvalidationMode.UNCHECKED_HASH
+ZIP = "dist_lto.zip"
+LAUNCHER = "dist_lto/__main__.py"
+"""Run as a file (it puts the zip on `sys.path`), so it stays one beside the zip."""
+_DATE = (1980, 1, 1, 0, 0, 0)
+_UNCHECKED_HASH = 0b01
+"""The flags of a hash-based .pyc whose source is never checked (PEP 552)."""
 _IMPORT = re.compile(
     r"^[ \t]*(?:from[ \t]+(dist_lto(?:\.\w+)*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#]*)"
     r"|import[ \t]+(dist_lto(?:\.\w+)*))",
@@ -79,27 +91,49 @@ def closure(sources: dict[str, str]) -> set[str]:
     return seen
 
 
+def bytecode(source: bytes, path: str) -> bytes:
+    """What `py_compile` writes for `source`, named `path` in tracebacks, with an
+    unchecked hash: it does not depend on when or where it is made."""
+    code = compile(source, path, "exec", dont_inherit=True)
+    header = importlib.util.MAGIC_NUMBER + _UNCHECKED_HASH.to_bytes(4, "little")
+    return header + importlib.util.source_hash(source) + marshal.dumps(code)
+
+
+def _entry(name: str) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(name, _DATE)
+    info.external_attr = 0o644 << 16
+    return info
+
+
 def main(argv: list[str]) -> int:
     out = argv[0]
-    texts: dict[str, str] = {}
-    paths: dict[str, str] = {}
+    sources: dict[str, bytes] = {}
     for rel, src in (arg.split("=", 1) for arg in argv[1:]):
         with open(src, "rb") as f:
-            data = f.read()
+            sources[rel] = f.read()
+    texts = {module_of(rel): data.decode() for rel, data in sources.items() if rel.endswith(".py")}
+    compiled = closure(texts)
+    members: dict[str, bytes] = {}
+    files: dict[str, bytes] = {}
+    for rel, data in sources.items():
+        if rel == LAUNCHER or not rel.endswith(".py"):
+            files[rel] = data
+        elif module_of(rel) in compiled:
+            try:
+                members[rel + "c"] = bytecode(data, rel)
+            except SyntaxError as err:
+                sys.stderr.write(f"{rel}:{err.lineno}: {err.msg}\n")
+                return 1
+        else:
+            members[rel] = data
+    for rel, data in files.items():
         dest = os.path.join(out, rel)
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         with open(dest, "wb") as f:
             f.write(data)
-        if rel.endswith(".py"):
-            texts[module_of(rel)] = data.decode()
-            paths[module_of(rel)] = rel
-    for name in sorted(closure(texts)):
-        path = os.path.join(out, paths[name])
-        try:
-            py_compile.compile(path, dfile=paths[name], doraise=True, invalidation_mode=_UNCHECKED)
-        except py_compile.PyCompileError as err:
-            sys.stderr.write(f"{paths[name]}: {err.msg}\n")
-            return 1
+    with zipfile.ZipFile(os.path.join(out, ZIP), "w", zipfile.ZIP_STORED) as archive:
+        for name, data in sorted(members.items()):
+            archive.writestr(_entry(name), data)
     return 0
 
 

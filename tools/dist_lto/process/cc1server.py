@@ -17,6 +17,7 @@ import os
 
 from dist_lto import TYPE_CHECKING
 from dist_lto.errors import DistLtoError
+from dist_lto.installed import package_file
 from dist_lto.llvm.toolchain import which
 from dist_lto.process.children import describe_status, run_tool
 from dist_lto.process.forkserver import (
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from socket import socket
 
-SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cc1server.cpp")
+SOURCE = package_file("process", "cc1server.cpp")
 _HEADER = os.path.join("include", "clang", "FrontendTool", "Utils.h")
 _PROBE = 1 << 20
 """How much of the compiler's program is searched for the libraries it needs."""

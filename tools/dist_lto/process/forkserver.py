@@ -21,6 +21,7 @@ import sys
 from dist_lto import TYPE_CHECKING
 from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.fsutil import remove_quietly, temp_path_for
+from dist_lto.installed import package_file
 from dist_lto.llvm.toolchain import which
 from dist_lto.process.children import describe_status, exit_status, reap, run_tool, spawn
 
@@ -28,8 +29,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from socket import socket
 
-SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "forkserver.c")
-HEADER = os.path.join(os.path.dirname(SOURCE), "jobsocket.h")
+SOURCE = package_file("process", "forkserver.c")
+HEADER = package_file("process", "jobsocket.h")
 """The job socket's server side, included by this source and by the compile server's."""
 FD_VARIABLE = "DIST_LTO_FORK_SERVER_FD"
 SERVER_FD = 3

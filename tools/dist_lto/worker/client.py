@@ -8,9 +8,8 @@ import time
 
 import grpc
 
+from dist_lto.installed import MAIN
 from dist_lto.worker import protocol
-
-_MAIN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "__main__.py")
 
 
 class WorkerClient:
@@ -20,7 +19,7 @@ class WorkerClient:
     def __init__(self, socket_path: str, cwd: str, *options: str, python: str = "") -> None:
         self.socket_path = socket_path
         self.proc = subprocess.Popen(
-            [python or sys.executable, _MAIN, "opt-worker", "--socket", socket_path, *options],
+            [python or sys.executable, MAIN, "opt-worker", "--socket", socket_path, *options],
             cwd=cwd,
             stdin=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

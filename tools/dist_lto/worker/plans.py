@@ -28,13 +28,13 @@ import sys
 import threading
 
 from dist_lto import TYPE_CHECKING
+from dist_lto.installed import IMPORT_ROOT
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
 OUTPUT_LIMIT = 1 << 20
 """What of a plan's stdout and stderr reaches its reply; the rest is read and dropped."""
-_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _GONE = "the worker's planner process ended before the plan did"
 _BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from dist_lto.worker.plans import serve; serve(int(sys.argv[2]))"  # noqa: E501
 
@@ -92,7 +92,7 @@ class Planner:
                                  ("-s", sys.flags.no_user_site)) if on]  # fmt: skip
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, *flags, "-c", _BOOT, _PACKAGE_PARENT, str(theirs.fileno())],
+                [sys.executable, *flags, "-c", _BOOT, IMPORT_ROOT, str(theirs.fileno())],
                 stdin=subprocess.DEVNULL,
                 pass_fds=(theirs.fileno(),),
             )

@@ -19,6 +19,7 @@ from dist_lto.cli import error_report, internal_error_report
 from dist_lto.distribute.compilers import WorkerCompiler
 from dist_lto.errors import EXIT_INTERNAL, DistLtoError
 from dist_lto.fsutil import write_output
+from dist_lto.installed import MAIN
 from dist_lto.process.children import CAPTURE, DEVNULL, action_status, exit_status, run
 from dist_lto.worker.reuse import backend_for
 
@@ -30,9 +31,6 @@ if TYPE_CHECKING:
     from dist_lto.worker.plans import Planner
     from dist_lto.worker.reuse import Backend, Store
     from dist_lto.worker.slots import Slots
-
-_PACKAGE_MAIN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                             "__main__.py")  # fmt: skip
 
 
 def _options(argv: list[str]) -> "opt_request.Options | None":
@@ -342,7 +340,7 @@ def _run_plan(
 def _run_command(argv: list[str]) -> Reply:
     """The command itself, for arguments the worker leaves to argparse."""
     done = run(
-        [sys.executable, "-S", "-E", _PACKAGE_MAIN, "opt", *argv],
+        [sys.executable, "-S", "-E", MAIN, "opt", *argv],
         stdin=DEVNULL,
         stdout=CAPTURE,
     )
