@@ -24,6 +24,10 @@ with `-fno-lto`) and binaries of the main units linking it.
     ours-noahead         the same in another copy whose worker compiles a backend only
                          when its request comes (`[dist_lto] opt_run_ahead = false`):
                          what its spare turns and backends run ahead give
+    ours-linkbatch       the same in another copy whose link's backends go to the worker
+                         in one queued action beside the largest module's
+                         (`opt_queue = true`, `opt_batch_bytes = 1000000000`),
+                         compiled side by side: what an action per module costs
     inprocess            the same project, `cxx_binary(lto = True)`: one link action,
                          LLD running the backends on its threads
     upstream             a copy of examples/upstream (Buck2's bundled prelude, our tools
@@ -73,7 +77,8 @@ action more` (medians over the full builds; the difference divided by the action
 runs more, which does not make it a cost per action: docs/benchmarks.md); then
 `buck2-dist/inprocess: <ratio>` and `buck2-incremental-dist/inprocess: <ratio>`, ours
 over in-process, full and incremental builds, summed over the workloads (and the same
-two for ours-batched, ours-noworker, ours-forked, ours-queued and ours-noahead).
+two for ours-batched, ours-noworker, ours-forked, ours-queued, ours-noahead and
+ours-linkbatch).
 
 The scratch projects live in `--dir` (default: the system's temporary directory). The
 header says what a new file costs there: the CPU of creating files and directories in
@@ -117,6 +122,7 @@ VARIANTS = {
     "ours-forked": ("ours-forked", ""),
     "ours-queued": ("ours-queued", ""),
     "ours-noahead": ("ours-noahead", ""),
+    "ours-linkbatch": ("ours-linkbatch", ""),
     "inprocess": ("ours", "-inprocess"),
     "upstream": ("upstream", ""),
     "fine": ("upstream", "-fine"),
@@ -131,6 +137,7 @@ BASELINE = {
     "ours-forked": "inprocess",
     "ours-queued": "inprocess",
     "ours-noahead": "inprocess",
+    "ours-linkbatch": "inprocess",
     "upstream": "upstream-inprocess",
     "fine": "upstream-inprocess",
 }
@@ -142,6 +149,7 @@ COPIES = {
     "ours-forked": "[dist_lto]\nopt_compile_server = false\n",
     "ours-queued": "[dist_lto]\nopt_queue = true\n",
     "ours-noahead": "[dist_lto]\nopt_run_ahead = false\n",
+    "ours-linkbatch": "[dist_lto]\nopt_queue = true\nopt_batch_bytes = 1000000000\n",
 }
 """The copies of this project a variant builds in, by their `.buckconfig.local`."""
 
@@ -603,7 +611,8 @@ def report(loads: list[Workload], rounds: int, variants: list[str], where: str) 
     for ours, label in (("ours", "dist"), ("ours-batched", "dist-batched"),
                         ("ours-noworker", "dist-noworker"), ("ours-forked", "dist-forked"),
                         ("ours-queued", "dist-queued"),
-                        ("ours-noahead", "dist-noahead")):  # fmt: skip
+                        ("ours-noahead", "dist-noahead"),
+                        ("ours-linkbatch", "dist-linkbatch")):  # fmt: skip
         if ours not in variants or "inprocess" not in variants:
             continue
         for kind, prefix in (("full", "buck2"), ("incremental", "buck2-incremental")):

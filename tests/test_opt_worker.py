@@ -311,6 +311,36 @@ def test_a_request_without_a_slot_compiles_in_the_slot_of_one_sent_beside_it(
         client.close()
 
 
+def test_an_unweighted_batch_compiles_side_by_side_and_answers_as_the_batch_command(
+    indexed: Indexed, tmp_path: Path
+) -> None:
+    client = WorkerClient(str(tmp_path / "worker.sock"), str(indexed.root), "--jobs", "2")
+    try:
+        modules = [name.replace(".c", ".o") for name in SMALL_PROGRAM]
+        outs = {m: str(tmp_path / f"{m}.side.o") for m in modules}
+        reply = client.execute(["--unweighted", *batch_args(outs, indexed.clang)])
+        assert (reply.exit_code, reply.stderr) == (0, "")
+        # Two backends at once, each in a compile server of its own.
+        assert len(waiting_compilers(client.proc.pid, indexed.clang)) == 2
+        proc = command(indexed, batch_args({m: f"{m}.cs.opt.o" for m in modules}, indexed.clang))
+        assert proc.returncode == 0, proc.stderr
+        for module in modules:
+            assert (
+                Path(outs[module]).read_bytes()
+                == (indexed.root / f"{module}.cs.opt.o").read_bytes()
+            )
+        # One backend fails: its line and status, as the command gives them.
+        failing = batch_args({m: str(tmp_path / f"{m}.fail.o") for m in modules}, indexed.clang)
+        failing[failing.index("twice.o.thinlto.bc")] = "nowhere.thinlto.bc"
+        reply = client.execute(["--unweighted", *failing])
+        proc = command(indexed, failing)
+        assert proc.returncode != 0
+        assert (reply.exit_code, reply.stderr) == (proc.returncode, proc.stderr)
+        assert "nowhere.thinlto.bc" in reply.stderr
+    finally:
+        client.close()
+
+
 def test_a_socket_path_naming_a_file_fails_with_one_line_and_leaves_the_file(
     indexed: Indexed, tmp_path: Path
 ) -> None:
@@ -443,6 +473,19 @@ def test_a_plan_request_that_times_out_stops_its_index_step(
     assert reply.timed_out_after_s == 2
     assert reply.exit_code == 128 + signal.SIGKILL
     wait_for(lambda: not running(driver))
+
+
+def test_a_side_by_side_batch_that_times_out_stops_every_backend(
+    indexed: Indexed, worker: WorkerClient, tmp_path: Path
+) -> None:
+    compiler = sleeping_driver(tmp_path)
+    modules = [name.replace(".c", ".o") for name in SMALL_PROGRAM]
+    argv = batch_args({m: str(tmp_path / f"{m}.slow.o") for m in modules}, compiler)
+    wait_for(lambda: not running(compiler))
+    reply = worker.execute(["--unweighted", *argv], timeout_s=2)
+    assert reply.timed_out_after_s == 2
+    assert reply.exit_code != 0
+    wait_for(lambda: not running(compiler))
 
 
 def test_a_ready_request_starts_the_planner_and_a_planner_that_dies_fails_only_its_plans(

@@ -188,6 +188,17 @@ class Running:
         self.timed_out = False
         self.on_stop = on_stop
         """Told once the request is stopped (it may be waiting for its turn to compile)."""
+        self.parts: list[Running] = []
+        """The clangs of a batch's backends compiling side by side, stopped with it."""
+
+    def part(self) -> "Running":
+        """One backend's clang of a batch compiling side by side (`_side_by_side`)."""
+        part = Running(self.on_stop)
+        with self.lock:
+            self.parts.append(part)
+            if self.stopped:
+                part.stopped = True
+        return part
 
     def started(self, pid: int) -> None:
         with self.lock:
@@ -208,6 +219,9 @@ class Running:
         with self.lock:
             self.stopped = True
             self._kill()
+            parts = list(self.parts)
+        for part in parts:
+            part.stop()
         if self.on_stop is not None:
             self.on_stop()
 
@@ -255,27 +269,77 @@ def run_request(
                 store.compiler(opts.command[0])
             write_output(opts.ready, b"")
             return Reply(0, b"")
+        if opts.unweighted and opts.more:
+            return _side_by_side(opts.backends(), pool, running, slots, store, ahead)
         size = _size(opts) if opts.unweighted else 0  # only unweighted ones go by size
         runner = slots.gate(pool.runner(opts.command[0]), opts.unweighted,
                             lambda: running.stopped, size)  # fmt: skip
         with slots.request(opts.unweighted):  # a batch's backends one after another
             for backend in opts.backends():
-                try:
-                    adopted = _ran_ahead(ahead, store, backend, running)
-                    if adopted is not None:
-                        warnings += adopted
-                        continue
-                    warnings += opt_request.execute(
-                        backend, runner=runner, on_start=running.started,
-                        reuse=_reuse(store, backend),
-                    )  # fmt: skip
-                finally:
-                    running.close()
+                warnings += _run_backend(backend, runner, running, store, ahead)
         return Reply(0, warnings)
     except DistLtoError as err:
         return Reply(err.status, warnings + error_report("opt", err).encode())
     except Exception as err:
         return Reply(EXIT_INTERNAL, warnings + internal_error_report("opt", err).encode())
+
+
+def _run_backend(
+    backend: "opt_request.Options", runner: "Runner", running: Running,
+    store: "Store | None", ahead: "RunAhead | None",
+) -> bytes:  # fmt: skip
+    """One backend of a request: its warnings; DistLtoError if it fails."""
+    try:
+        adopted = _ran_ahead(ahead, store, backend, running)
+        if adopted is not None:
+            return adopted
+        return opt_request.execute(backend, runner=runner, on_start=running.started,
+                                   reuse=_reuse(store, backend))  # fmt: skip
+    finally:
+        running.close()
+
+
+def _side_by_side(
+    backends: "list[opt_request.Options]", pool: CompilerPool, running: Running,
+    slots: "Slots", store: "Store | None", ahead: "RunAhead | None",
+) -> Reply:  # fmt: skip
+    """An unweighted batch: its backends compile side by side, each as if it came in an
+    unweighted request of its own (the largest first, `jobs` at once while no request
+    holds a slot), as a link's backends do in one in-process LLD. The reply holds their
+    warnings in the batch's order; the first backend to fail stops the others, and its
+    error ends the reply."""
+    parts = [running.part() for _ in backends]
+    warnings: list[bytes] = [b""] * len(backends)
+    failed: list[tuple[int, Exception]] = []
+    lock = threading.Lock()
+
+    def one(i: int) -> None:
+        backend, part = backends[i], parts[i]
+        runner = slots.gate(pool.runner(backend.command[0]), True, lambda: part.stopped,
+                            _size(backend))  # fmt: skip
+        try:
+            with slots.request(True):
+                warnings[i] = _run_backend(backend, runner, part, store, ahead)
+        except Exception as err:
+            with lock:
+                failed.append((i, err))
+            if not part.stopped:  # it failed, rather than being stopped: stop the rest
+                for other in parts:
+                    if other is not part:
+                        other.stop()
+
+    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(len(backends))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if not failed:
+        return Reply(0, b"".join(warnings))
+    first, err = next(((i, e) for i, e in failed if not parts[i].stopped), failed[0])
+    before = b"".join(warnings[:first])
+    if isinstance(err, DistLtoError):
+        return Reply(err.status, before + error_report("opt", err).encode())
+    return Reply(EXIT_INTERNAL, before + internal_error_report("opt", err).encode())
 
 
 def _size(opts: "opt_request.Options") -> int:
