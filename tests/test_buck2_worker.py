@@ -218,12 +218,21 @@ def outs_of(ran: Ran) -> list[str]:
     return [ran.argv[i + 1] for i, arg in enumerate(ran.argv) if arg == "--out"]
 
 
+@pytest.mark.parametrize(
+    "batching",
+    [
+        {"dist_lto.opt_batch_bytes": "32768"},
+        # A link's backends in one queued action, compiled side by side in the worker.
+        {"dist_lto.opt_batch_bytes": "1000000000", "dist_lto.opt_queue": "true"},
+    ],
+    ids=["small-modules", "one-queued-batch-per-link"],
+)
 def test_small_modules_share_opt_actions_whose_objects_equal_one_action_per_module(
-    buck2: Buck2,
+    buck2: Buck2, batching: dict[str, str]
 ) -> None:
     targets = ["//examples/c:wordstats", "//examples/cpp:shapes_report"]
     per_module = Buck2(buck2.project, config=buck2.config)  # a new isolation dir: all run
-    batched = Buck2(buck2.project, config={**buck2.config, "dist_lto.opt_batch_bytes": "32768"})
+    batched = Buck2(buck2.project, config={**buck2.config, **batching})
     try:
         per_module.build(*targets)
         single = {out.replace(per_module.isolation_dir, "ISO"): per_module.project / out

@@ -475,6 +475,25 @@ def test_a_plan_request_that_times_out_stops_its_index_step(
     wait_for(lambda: not running(driver))
 
 
+def test_a_side_by_side_batch_compiles_its_largest_module_first(
+    indexed: Indexed, tmp_path: Path
+) -> None:
+    modules = sorted((name.replace(".c", ".o") for name in SMALL_PROGRAM),
+                     key=lambda m: (indexed.root / m).stat().st_size)  # fmt: skip
+    assert (indexed.root / modules[0]).stat().st_size < (indexed.root / modules[-1]).stat().st_size
+    client = WorkerClient(str(tmp_path / "worker.sock"), str(indexed.root), "--jobs", "1")
+    try:
+        outs = {m: tmp_path / f"{m}.order.o" for m in modules}  # the smallest first
+        reply = client.execute(["--unweighted", *batch_args({m: str(o) for m, o in outs.items()},
+                                                             indexed.clang)])  # fmt: skip
+        assert (reply.exit_code, reply.stderr) == (0, "")
+        # One at a time: the objects were written in the order they compiled.
+        written = sorted(modules, key=lambda m: outs[m].stat().st_mtime_ns)
+        assert written[0] == modules[-1]
+    finally:
+        client.close()
+
+
 def test_a_side_by_side_batch_that_times_out_stops_every_backend(
     indexed: Indexed, worker: WorkerClient, tmp_path: Path
 ) -> None:

@@ -271,7 +271,7 @@ def run_request(
             return Reply(0, b"")
         if opts.unweighted and opts.more:
             return _side_by_side(opts.backends(), pool, running, slots, store, ahead)
-        size = _size(opts) if opts.unweighted else 0  # only unweighted ones go by size
+        size = _size(opts.backends()) if opts.unweighted else 0  # only unweighted go by size
         runner = slots.gate(pool.runner(opts.command[0]), opts.unweighted,
                             lambda: running.stopped, size)  # fmt: skip
         with slots.request(opts.unweighted):  # a batch's backends one after another
@@ -287,16 +287,32 @@ def run_request(
 def _run_backend(
     backend: "opt_request.Options", runner: "Runner", running: Running,
     store: "Store | None", ahead: "RunAhead | None",
+    settled: "Callable[[], None] | None" = None,
 ) -> bytes:  # fmt: skip
-    """One backend of a request: its warnings; DistLtoError if it fails."""
+    """One backend of a request: its warnings; DistLtoError if it fails. `settled` is
+    told before a wait that is not for a turn: for the backend that ran ahead, or for
+    the reuse store's answer."""
     try:
-        adopted = _ran_ahead(ahead, store, backend, running)
+        adopted = _ran_ahead(ahead, store, backend, running, settled)
         if adopted is not None:
             return adopted
+        reuse = _reuse(store, backend)
+        if reuse is not None and settled is not None:
+            reuse = _telling_first(settled, reuse)
         return opt_request.execute(backend, runner=runner, on_start=running.started,
-                                   reuse=_reuse(store, backend))  # fmt: skip
+                                   reuse=reuse)  # fmt: skip
     finally:
         running.close()
+
+
+def _telling_first(
+    tell: "Callable[[], None]", lookup: "Callable[[list[str]], Backend | None]"
+) -> "Callable[[list[str]], Backend | None]":
+    def told(command: list[str]) -> "Backend | None":
+        tell()
+        return lookup(command)
+
+    return told
 
 
 def _side_by_side(
@@ -305,21 +321,25 @@ def _side_by_side(
 ) -> Reply:  # fmt: skip
     """An unweighted batch: its backends compile side by side, each as if it came in an
     unweighted request of its own (the largest first, `jobs` at once while no request
-    holds a slot), as a link's backends do in one in-process LLD. The reply holds their
-    warnings in the batch's order; the first backend to fail stops the others, and its
-    error ends the reply."""
+    holds a slot), as a link's backends do in one in-process LLD. They join the line one
+    by one, the largest first, each once the one before waits in it (or waits for
+    something else: its backend run ahead, the reuse store), so that the first turns go
+    to the largest whatever their threads do before. The
+    reply holds their warnings in the batch's order; the first backend to fail stops
+    the others, and its error ends the reply."""
     parts = [running.part() for _ in backends]
+    sizes = [_size([backend]) for backend in backends]
     warnings: list[bytes] = [b""] * len(backends)
     failed: list[tuple[int, Exception]] = []
     lock = threading.Lock()
 
-    def one(i: int) -> None:
+    def one(i: int, queued: threading.Event) -> None:
         backend, part = backends[i], parts[i]
         runner = slots.gate(pool.runner(backend.command[0]), True, lambda: part.stopped,
-                            _size(backend))  # fmt: skip
+                            sizes[i], queued.set)  # fmt: skip
         try:
             with slots.request(True):
-                warnings[i] = _run_backend(backend, runner, part, store, ahead)
+                warnings[i] = _run_backend(backend, runner, part, store, ahead, queued.set)
         except Exception as err:
             with lock:
                 failed.append((i, err))
@@ -327,10 +347,15 @@ def _side_by_side(
                 for other in parts:
                     if other is not part:
                         other.stop()
+        finally:
+            queued.set()
 
-    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(len(backends))]
-    for thread in threads:
-        thread.start()
+    threads = []
+    for i in sorted(range(len(backends)), key=lambda i: -sizes[i]):
+        queued = threading.Event()
+        threads.append(threading.Thread(target=one, args=(i, queued), daemon=True))
+        threads[-1].start()
+        queued.wait()
     for thread in threads:
         thread.join()
     if not failed:
@@ -342,10 +367,10 @@ def _side_by_side(
     return Reply(EXIT_INTERNAL, before + internal_error_report("opt", err).encode())
 
 
-def _size(opts: "opt_request.Options") -> int:
-    """The bytes of a request's modules: the larger go first (`slots.py`)."""
+def _size(backends: "list[opt_request.Options]") -> int:
+    """The bytes of `backends`' modules: the larger go first (`slots.py`)."""
     size = 0
-    for backend in opts.backends():
+    for backend in backends:
         try:  # noqa: SIM105 (its backend says what is wrong with it)
             size += os.stat(backend.input).st_size
         except OSError:
@@ -364,15 +389,18 @@ def _reuse(
 
 def _ran_ahead(
     ahead: "RunAhead | None", store: "Store | None", opts: "opt_request.Options",
-    running: Running,
+    running: Running, claimed: "Callable[[], None] | None" = None,
 ) -> bytes | None:  # fmt: skip
     """The warnings of `opts`' backend if it ran ahead of this request and its object is
-    now at `opts.out` (kept in the reuse `store` as if compiled here); None otherwise."""
+    now at `opts.out` (kept in the reuse `store` as if compiled here); None otherwise.
+    `claimed` is told when it ran ahead, before this waits for it."""
     if ahead is None:
         return None
     candidate = ahead.claim(opts)
     if candidate is None:
         return None
+    if claimed is not None:
+        claimed()
     taken = ahead.adopt(candidate, opts, lambda: running.stopped)
     if taken is None:
         return None

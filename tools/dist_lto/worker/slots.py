@@ -114,15 +114,18 @@ class Slots:
 
     @contextmanager
     def compiling_turn(
-        self, unweighted: bool, stopped: Callable[[], bool], size: int = 0
-    ) -> Iterator[None]:
+        self, unweighted: bool, stopped: Callable[[], bool], size: int = 0,
+        queued: Callable[[], None] | None = None,
+    ) -> Iterator[None]:  # fmt: skip
         """Wait until this request's backend (of a module of `size` bytes) may compile,
         or the request is stopped (its compiler is then killed as it starts), and count
-        it as compiling."""
+        it as compiling. `queued` is told once it waits in line (or has its turn)."""
         with self.lock:
             me = _Waiter(unweighted, size, self.lock)
             self.waiting.append(me)
             self._hand_out(spare=False)
+            if queued is not None:
+                queued()
             try:
                 me.turn.wait_for(lambda: me.granted or stopped())
             finally:
@@ -192,13 +195,14 @@ class Slots:
                 waiter.turn.notify()
 
     def gate(
-        self, run: Runner, unweighted: bool, stopped: Callable[[], bool], size: int = 0
-    ) -> Runner:
+        self, run: Runner, unweighted: bool, stopped: Callable[[], bool], size: int = 0,
+        queued: Callable[[], None] | None = None,
+    ) -> Runner:  # fmt: skip
         """`run` (a compiler's), started in this request's turn (`size`: its modules'
-        bytes)."""
+        bytes; `queued`: as `compiling_turn` says)."""
 
         def in_turn(argv: list[str], on_start: Callable[[int], None] | None) -> tuple[int, bytes]:
-            with self.compiling_turn(unweighted, stopped, size):
+            with self.compiling_turn(unweighted, stopped, size, queued):
                 return run(argv, on_start)
 
         return in_turn
