@@ -126,6 +126,7 @@ def main(argv: list[str]) -> int:
                 return 1
         else:
             members[rel] = data
+    os.makedirs(out, exist_ok=True)
     for rel, data in files.items():
         dest = os.path.join(out, rel)
         os.makedirs(os.path.dirname(dest), exist_ok=True)
