@@ -278,10 +278,15 @@ def run_request(
             for backend in opts.backends():
                 warnings += _run_backend(backend, runner, running, store, ahead)
         return Reply(0, warnings)
-    except DistLtoError as err:
-        return Reply(err.status, warnings + error_report("opt", err).encode())
     except Exception as err:
-        return Reply(EXIT_INTERNAL, warnings + internal_error_report("opt", err).encode())
+        return _failure(err, warnings)
+
+
+def _failure(err: Exception, warnings: bytes) -> Reply:
+    """The reply of a request that failed with `err` after printing `warnings`."""
+    if isinstance(err, DistLtoError):
+        return Reply(err.status, warnings + error_report("opt", err).encode())
+    return Reply(EXIT_INTERNAL, warnings + internal_error_report("opt", err).encode())
 
 
 def _run_backend(
@@ -308,6 +313,8 @@ def _run_backend(
 def _telling_first(
     tell: "Callable[[], None]", lookup: "Callable[[list[str]], Backend | None]"
 ) -> "Callable[[list[str]], Backend | None]":
+    """`lookup`, calling `tell` before it asks the reuse store."""
+
     def told(command: list[str]) -> "Backend | None":
         tell()
         return lookup(command)
@@ -324,9 +331,9 @@ def _side_by_side(
     holds a slot), as a link's backends do in one in-process LLD. They join the line one
     by one, the largest first, each once the one before waits in it (or waits for
     something else: its backend run ahead, the reuse store), so that the first turns go
-    to the largest whatever their threads do before. The
-    reply holds their warnings in the batch's order; the first backend to fail stops
-    the others, and its error ends the reply."""
+    to the largest whatever their threads do before. The reply holds their warnings in
+    the batch's order; the first backend to fail stops the others, and its error ends
+    the reply."""
     parts = [running.part() for _ in backends]
     sizes = [_size([backend]) for backend in backends]
     warnings: list[bytes] = [b""] * len(backends)
@@ -361,10 +368,7 @@ def _side_by_side(
     if not failed:
         return Reply(0, b"".join(warnings))
     first, err = next(((i, e) for i, e in failed if not parts[i].stopped), failed[0])
-    before = b"".join(warnings[:first])
-    if isinstance(err, DistLtoError):
-        return Reply(err.status, before + error_report("opt", err).encode())
-    return Reply(EXIT_INTERNAL, before + internal_error_report("opt", err).encode())
+    return _failure(err, b"".join(warnings[:first]))
 
 
 def _size(backends: "list[opt_request.Options]") -> int:
@@ -389,18 +393,18 @@ def _reuse(
 
 def _ran_ahead(
     ahead: "RunAhead | None", store: "Store | None", opts: "opt_request.Options",
-    running: Running, claimed: "Callable[[], None] | None" = None,
+    running: Running, settled: "Callable[[], None] | None" = None,
 ) -> bytes | None:  # fmt: skip
     """The warnings of `opts`' backend if it ran ahead of this request and its object is
     now at `opts.out` (kept in the reuse `store` as if compiled here); None otherwise.
-    `claimed` is told when it ran ahead, before this waits for it."""
+    `settled` is told when it ran ahead, before this waits for it."""
     if ahead is None:
         return None
     candidate = ahead.claim(opts)
     if candidate is None:
         return None
-    if claimed is not None:
-        claimed()
+    if settled is not None:
+        settled()
     taken = ahead.adopt(candidate, opts, lambda: running.stopped)
     if taken is None:
         return None
