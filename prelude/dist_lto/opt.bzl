@@ -26,7 +26,7 @@
 # (docs/buck2.md).
 #
 # Buck2 starts the opt worker with the first action that names it, and a worker starts
-# in a fraction of a second (an interpreter, gRPC, a fork-served clang): so that the
+# in a fraction of a second (an interpreter, its modules, a compile server): so that the
 # first backend does not wait for it, each link's plan action also waits for a
 # `--ready` request (`start_opt_worker`), which takes no slot and runs while the
 # compiles do.

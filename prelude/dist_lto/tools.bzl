@@ -15,7 +15,7 @@ DistLtoRunnerInfo = provider(
         # The dist-lto package as its actions run it (package.bzl).
         "pkg": provider_field(Artifact),
         # The persistent worker that runs opt actions executed locally (`dist-lto
-        # opt-worker`, started with `python`, which needs grpcio); None: every opt
+        # opt-worker`, started with `python`); None: every opt
         # action starts `dist-lto opt`. See `opt_executable`.
         "opt_worker": provider_field(WorkerInfo | None),
         # Small modules of a plan share an opt action up to this many bytes (batches.bzl);

@@ -4,9 +4,7 @@ Buck2 starts it once per build command (the toolchain's `WorkerInfo`), with the 
 socket to listen on in `WORKER_SOCKET`, and ends it with the command (SIGKILL to its
 process group, which takes its fork servers and compilers along). It also stops, and
 stops its compilers, on SIGTERM, SIGINT or SIGHUP, and when the process that started it
-goes away (a killed Buck2). Needs grpcio (`pip install 'dist-lto[remote]'`), unlike
-`dist-lto opt`, which stays standard-library-only for remote execution. It serves the
-links' plan actions too (`worker/plans.py`).
+goes away (a killed Buck2). It serves the links' plan actions too (`worker/plans.py`).
 """
 
 import _signal
@@ -52,7 +50,7 @@ hold no Buck2 slot (`dist-lto opt --unweighted`) compile first, the largest modu
 first, and, while no request holds a slot, --jobs of them at once. Its log (one line
 at start, one per new peak of requests served at once, warnings) is its stderr. Exit
 status: 0 when its parent has gone; 128+N when stopped by signal N; 2 when it cannot
-start (no socket, no grpcio, a bad --jobs)."""
+start (no socket, a bad --jobs)."""
 
 _STOP_SIGNALS = (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP)
 
@@ -127,16 +125,9 @@ def main(argv: list[str]) -> int:
     from dist_lto.process import guard
 
     guard.start()  # before any thread: compilers it starts directly die with it, however
-    from importlib.util import find_spec
+    from dist_lto.worker.http2 import listen_now
 
-    if find_spec("grpc") is None:
-        raise BadInput(
-            "cannot import grpc: install dist-lto[remote] into this Python, or turn the worker"
-            " off (`[dist_lto] opt_worker = false`)"
-        )
-    from dist_lto.worker.relay import Relay, listen_now
-
-    try:  # at once: Buck2 connects while grpc loads (worker/relay.py)
+    try:  # at once: Buck2 connects while the worker starts (`listen_now`)
         listener = listen_now(socket_path)
     except OSError as err:
         raise BadInput(f"{socket_path}: cannot listen there: {err.strerror}") from None
@@ -168,10 +159,7 @@ def main(argv: list[str]) -> int:
 
     for sig in _STOP_SIGNALS:
         _signal.signal(sig, on_signal)
-    server_path = f"{socket_path}.grpc"
-    server = start(server_path, service)
-    relay = Relay(listener, server_path)
-    relay.start()
+    server = start(listener, service)
     try:
         log(f"serving opt requests on {socket_path} (pid {os.getpid()},"
             f" {_cpu():.2f} s of CPU to start)")  # fmt: skip
@@ -180,19 +168,17 @@ def main(argv: list[str]) -> int:
             pass
         log(f"stopping: {f'signal {stopped_by[0]}' if stopped_by else 'its parent has gone'}")
     finally:
-        relay.close()
+        server.close()
         service.stop_all()
-        server.stop(None).wait()
         pool.close()
         service.close()
         compilers = _cpu(children=True)
         planner.close()
         _log_cpu(log, compilers)
-        for path in (socket_path, server_path):
-            try:  # noqa: SIM105 (Buck2 may have removed it)
-                os.unlink(path)
-            except OSError:
-                pass
+        try:  # noqa: SIM105 (Buck2 may have removed it)
+            os.unlink(socket_path)
+        except OSError:
+            pass
         if tmp is not None:
             remove_private_dir(tmp)
     return 128 + stopped_by[0] if stopped_by else 0

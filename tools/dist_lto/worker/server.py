@@ -1,30 +1,30 @@
-"""The gRPC side of the opt worker: Buck2's `worker.Worker` service on a unix socket.
+"""The opt worker's service: Buck2's `worker.Worker` gRPC service on a unix socket.
 
 Buck2 creates a directory for the worker, passes `WORKER_SOCKET=<dir>/socket`, and
 connects once the worker listens there; it sends each action as a unary `Execute`
 call (`Exec`, a stream of one command and maybe a cancellation, is served too). It
 sends as many at once as it has local slots for the worker's actions (the toolchain's
-`WorkerInfo` sets no concurrency of its own), so the thread pool is wide and the
-compilers are pooled (`requests.CompilerPool`). A call Buck2 cancels (its action was
-cancelled) or whose `timeout_s` passes stops its clang.
+`WorkerInfo` sets no concurrency of its own), so each call has a thread (`http2.py`)
+and the compilers are pooled (`requests.CompilerPool`). A call Buck2 cancels (its
+action was cancelled) or whose `timeout_s` passes stops its clang.
 """
 
 import os
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable
+from typing import TypeVar
 
-import grpc
-
-from dist_lto.worker import protocol
+from dist_lto import TYPE_CHECKING
+from dist_lto.worker import http2, protocol
 from dist_lto.worker.ahead import RunAhead
 from dist_lto.worker.plans import Planner
 from dist_lto.worker.requests import CompilerPool, Running, run_request
 from dist_lto.worker.reuse import Store
 from dist_lto.worker.slots import Slots
 
-MAX_THREADS = 256
-"""Requests served at once, at most: more than any machine's local slots for them."""
+if TYPE_CHECKING:
+    import socket
 
 
 class OptService:
@@ -56,29 +56,31 @@ class OptService:
         self.most = 0
         self.running: set[Running] = set()
 
-    def execute(
-        self, command: protocol.Command, context: grpc.ServicerContext
-    ) -> protocol.Response:
+    def handle(self, call: http2.Call) -> bytes:
+        """A call's reply: `Execute` takes one command; `Exec` a stream of events, a
+        command first, then perhaps its cancellation."""
         running = Running(self.slots.wake)
-        context.add_callback(running.stop)  # the call ended early: Buck2 cancelled it
-        return self._run(command, running)
+        call.on_cancel(running.stop)  # Buck2 cancelled the call, or its connection ended
+        if call.method == EXECUTE:
+            command = _first(call, protocol.decode_command)
+        elif call.method == EXEC:
+            first = _first(call, protocol.decode_event)
+            if first.command is None:
+                response = protocol.Response(
+                    exit_code=1, stderr="dist-lto opt-worker: no command\n"
+                )
+                return protocol.encode_response(response)
+            command = first.command
 
-    def exec_stream(
-        self, events: Iterable[protocol.Event], context: grpc.ServicerContext
-    ) -> protocol.Response:
-        running = Running(self.slots.wake)
-        context.add_callback(running.stop)
-        first = next(iter(events), None)
-        if first is None or first.command is None:
-            return protocol.Response(exit_code=1, stderr="dist-lto opt-worker: no command\n")
+            def watch_cancel() -> None:
+                for message in iter(call.next_message, None):
+                    if protocol.decode_event(message).cancel:
+                        running.stop()
 
-        def watch_cancel() -> None:
-            for event in events:
-                if event.cancel:
-                    running.stop()
-
-        threading.Thread(target=watch_cancel, daemon=True).start()
-        return self._run(first.command, running)
+            threading.Thread(target=watch_cancel, daemon=True).start()
+        else:
+            raise http2.CallError(http2.UNIMPLEMENTED, f"no method {call.method}")
+        return protocol.encode_response(self._run(command, running))
 
     def _run(self, command: protocol.Command, running: Running) -> protocol.Response:
         argv = [os.fsdecode(arg) for arg in command.argv]
@@ -116,31 +118,25 @@ class OptService:
             self.ahead.close()
 
 
-def start(socket_path: str, service: OptService) -> grpc.Server:
-    """A started server listening on `socket_path` (removed first if left over)."""
-    from concurrent import futures
+T = TypeVar("T")
+EXECUTE = f"/{protocol.SERVICE}/Execute"
+EXEC = f"/{protocol.SERVICE}/Exec"
 
-    handlers = {
-        "Execute": grpc.unary_unary_rpc_method_handler(
-            service.execute,
-            request_deserializer=protocol.decode_command,
-            response_serializer=protocol.encode_response,
-        ),
-        "Exec": grpc.stream_unary_rpc_method_handler(
-            service.exec_stream,
-            request_deserializer=protocol.decode_event,
-            response_serializer=protocol.encode_response,
-        ),
-    }
-    server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=MAX_THREADS, thread_name_prefix="opt"),
-        options=[("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)],
-    )
-    generic = grpc.method_handlers_generic_handler(protocol.SERVICE, handlers)
-    server.add_generic_rpc_handlers((generic,))
-    if os.path.exists(socket_path):
-        os.unlink(socket_path)
-    server.add_insecure_port(f"unix:{socket_path}")
+
+def _first(call: http2.Call, decode: "Callable[[bytes], T]") -> T:
+    """The call's first request message, decoded."""
+    message = call.next_message()
+    if message is None:
+        raise http2.CallError(http2.INVALID_ARGUMENT, "no request message")
+    try:
+        return decode(message)
+    except protocol.MalformedMessage as err:
+        raise http2.CallError(http2.INVALID_ARGUMENT, f"a malformed request: {err}") from None
+
+
+def start(listener: "socket.socket", service: OptService) -> http2.Server:
+    """A server answering the calls that come to `listener` (`http2.listen_now`)."""
+    server = http2.Server(listener, service.handle, log)
     server.start()
     return server
 
