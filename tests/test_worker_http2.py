@@ -18,7 +18,7 @@ import pytest
 from dist_lto.worker import hpack, http2
 from hpack.huffman import HuffmanEncoder
 from hpack.huffman_constants import REQUEST_CODES, REQUEST_CODES_LENGTH
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 # ---------------------------------------------------------------------------------
@@ -312,3 +312,38 @@ def test_pings_are_answered_with_their_payload() -> None:
         while answer not in received and time.monotonic() < deadline:
             received += client.recv(1 << 16)
         assert answer in received
+
+
+_frames = st.lists(
+    st.tuples(
+        st.integers(0, 10),  # the frame types, and one unknown
+        st.integers(0, 255),  # flags
+        st.sampled_from([0, 1, 2, 3, 5, 0x7FFFFFFF]),  # streams
+        st.binary(max_size=40),
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_frames)
+def test_hostile_frames_never_crash_the_server_nor_stop_it_serving(
+    frames: list[tuple[int, int, int, bytes]],
+) -> None:
+    """Whatever a client sends after the preface, the server's threads raise nothing and
+    a well-behaved client on another connection is still answered."""
+    failures: list[threading.ExceptHookArgs] = []
+    hook, threading.excepthook = threading.excepthook, failures.append
+    try:
+        with serving(_reversed) as (channel, path, _):
+            with socket.socket(socket.AF_UNIX) as hostile:
+                hostile.connect(path)
+                hostile.sendall(http2.PREFACE + b"".join(_frame(*f) for f in frames))
+                hostile.shutdown(socket.SHUT_WR)
+                hostile.settimeout(30)
+                while hostile.recv(1 << 16):  # until the server has closed its side
+                    pass
+            assert _unary(channel)(b"still", timeout=30) == b"llits"
+    finally:
+        threading.excepthook = hook
+    assert not failures, [f"{f.exc_type.__name__}: {f.exc_value}" for f in failures]
