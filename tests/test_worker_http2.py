@@ -347,3 +347,17 @@ def test_hostile_frames_never_crash_the_server_nor_stop_it_serving(
     finally:
         threading.excepthook = hook
     assert not failures, [f"{f.exc_type.__name__}: {f.exc_value}" for f in failures]
+
+
+def test_a_long_error_message_is_cut_to_fit_one_frame_and_the_call_fails_cleanly() -> None:
+    def handler(call: http2.Call) -> bytes:
+        if call.method == "/t.T/Long":
+            raise http2.CallError(http2.INTERNAL, "é" * 20000)  # 6 bytes each, encoded
+        return _reversed(call)
+
+    with serving(handler) as (channel, _, _):
+        with pytest.raises(grpc.RpcError) as failed:
+            _unary(channel, "/t.T/Long")(b"x", timeout=30)
+        assert failed.value.code() == grpc.StatusCode.INTERNAL
+        assert failed.value.details() == "é" * http2.MESSAGE_LIMIT
+        assert _unary(channel)(b"ab", timeout=30) == b"ba"

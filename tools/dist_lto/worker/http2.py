@@ -34,6 +34,8 @@ MAX_MESSAGE = 1 << 26
 """The largest request message taken (64 MiB): a call sending more fails."""
 MAX_HEADER_BLOCK = 1 << 16
 """The largest header block taken: a client sending more ends the connection."""
+MESSAGE_LIMIT = 1024
+"""The characters of an error's message a reply carries (`grpc-message`)."""
 MAX_STREAMS = 256
 """Calls open at once on a connection (SETTINGS_MAX_CONCURRENT_STREAMS)."""
 
@@ -487,10 +489,11 @@ def _unpad(payload: bytes, flags: int) -> bytes:
 
 
 def _status(code: int, message: str) -> bytes:
-    """`grpc-status` and, percent-encoded, `grpc-message`."""
+    """`grpc-status` and, percent-encoded, `grpc-message` (its first `MESSAGE_LIMIT`
+    characters: the block goes in one HEADERS frame, which the client takes up to 16 KiB)."""
     encoded = "".join(
         c if " " <= c <= "~" and c != "%" else "".join(f"%{b:02X}" for b in c.encode())
-        for c in message
+        for c in message[:MESSAGE_LIMIT]
     )
     return hpack.literal(b"grpc-status", str(code).encode()) + hpack.literal(
         b"grpc-message", encoded.encode()
