@@ -284,7 +284,24 @@ def _read_all(sock: socket.socket) -> bytes:
     return data
 
 
-def test_a_client_that_breaks_the_protocol_gets_goaway_and_others_are_served() -> None:
+_MIB_HEADER = (1 << 20).to_bytes(3, "big")
+"""The length field of a frame's header claiming a 1 MiB payload."""
+
+
+@pytest.mark.parametrize(
+    "frames",
+    [
+        _MIB_HEADER + bytes((0, 0)) + (1).to_bytes(4, "big"),  # DATA
+        _frame(1, 0, 1, hpack.literal(b":method", b"POST"))  # HEADERS, then CONTINUATION
+        + _MIB_HEADER
+        + bytes((9, 0x4))
+        + (1).to_bytes(4, "big"),
+    ],
+    ids=["data", "continuation"],
+)
+def test_a_client_that_breaks_the_protocol_gets_goaway_and_others_are_served(
+    frames: bytes,
+) -> None:
     with serving(_reversed) as (channel, path, logs):
         with socket.socket(socket.AF_UNIX) as plain:  # not HTTP/2: dropped unanswered
             plain.connect(path)
@@ -292,8 +309,7 @@ def test_a_client_that_breaks_the_protocol_gets_goaway_and_others_are_served() -
             assert _read_all(plain) == b""
         with socket.socket(socket.AF_UNIX) as oversized:
             oversized.connect(path)
-            header = (1 << 20).to_bytes(3, "big") + bytes((0, 0)) + (1).to_bytes(4, "big")
-            oversized.sendall(http2.PREFACE + header)  # a DATA frame's header: 1 MiB
+            oversized.sendall(http2.PREFACE + frames)
             received = _read_all(oversized)
         goaway = received[received.index(b"\x00\x00\x08\x07") :][:17]
         assert int.from_bytes(goaway[13:17], "big") == 0x6  # FRAME_SIZE_ERROR

@@ -252,7 +252,10 @@ class Connection:
                 if len(more) < 9 or more[3] != _CONTINUATION:
                     raise ProtocolViolation(_PROTOCOL_ERROR, "headers without their CONTINUATION")
                 flags |= more[4] & _END_HEADERS
-                block += reader.read(int.from_bytes(more[:3], "big"))
+                more_size = int.from_bytes(more[:3], "big")
+                if more_size > _FRAME_LIMIT:
+                    raise ProtocolViolation(_FRAME_SIZE_ERROR, f"a frame of {more_size} bytes")
+                block += reader.read(more_size)
                 if len(block) > MAX_HEADER_BLOCK:
                     raise ProtocolViolation(_COMPRESSION_ERROR, "a header block over 64 KiB")
             self._headers(stream, block, bool(flags & _END_STREAM))
