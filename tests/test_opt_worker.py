@@ -475,6 +475,42 @@ def test_a_plan_request_that_times_out_stops_its_index_step(
     wait_for(lambda: not running(driver))
 
 
+def test_a_request_buck2_cancels_stops_its_index_step(
+    indexed: Indexed, worker: WorkerClient, tmp_path: Path
+) -> None:
+    """Buck2 cancels an action's call (RST_STREAM): the request stops what it runs."""
+    driver = sleeping_driver(tmp_path)
+    command = protocol.Command([b"plan", small_meta(indexed, "cancelled").encode(), b"--",
+                                driver.encode()])  # fmt: skip
+    future = worker.call.future(command)
+    wait_for(lambda: running(driver))
+    future.cancel()
+    wait_for(lambda: not running(driver))
+
+
+def test_an_exec_stream_runs_its_command_and_its_cancel_event_stops_it(
+    indexed: Indexed, worker: WorkerClient, tmp_path: Path
+) -> None:
+    """`Exec`: a command, then (while it runs) a cancellation on the same stream."""
+    driver = sleeping_driver(tmp_path)
+    command = protocol.Command([b"plan", small_meta(indexed, "exec").encode(), b"--",
+                                driver.encode()])  # fmt: skip
+
+    def events() -> Iterator[protocol.Event]:
+        yield protocol.Event(command=command)
+        wait_for(lambda: running(driver))
+        yield protocol.Event(cancel=True)
+
+    call = worker.channel.stream_unary(
+        f"/{protocol.SERVICE}/Exec",
+        request_serializer=protocol.encode_event,
+        response_deserializer=protocol.decode_response,
+    )
+    reply = call(events(), timeout=60)
+    assert reply.exit_code == 128 + signal.SIGKILL
+    wait_for(lambda: not running(driver))
+
+
 def test_a_side_by_side_batch_compiles_its_largest_module_first(
     indexed: Indexed, tmp_path: Path
 ) -> None:

@@ -74,7 +74,11 @@ class OptService:
 
             def watch_cancel() -> None:
                 for message in iter(call.next_message, None):
-                    if protocol.decode_event(message).cancel:
+                    try:
+                        cancel = protocol.decode_event(message).cancel
+                    except protocol.MalformedMessage:
+                        cancel = False  # not a cancellation: the command runs on
+                    if cancel:
                         running.stop()
 
             threading.Thread(target=watch_cancel, daemon=True).start()
