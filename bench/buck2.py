@@ -76,9 +76,10 @@ ours' compile servers X s, in-process link Y s, ratio R` and
 action more` (medians over the full builds; the difference divided by the actions ours
 runs more, which does not make it a cost per action: docs/benchmarks.md); then
 `buck2-dist/inprocess: <ratio>` and `buck2-incremental-dist/inprocess: <ratio>`, ours
-over in-process, full and incremental builds, summed over the workloads (and the same
-two for ours-batched, ours-noworker, ours-forked, ours-queued, ours-noahead and
-ours-linkbatch).
+over in-process, full and incremental builds, summed over the workloads, with the full
+builds' ratio also round by round (`buck2-dist/inprocess by round: ...`: how far one
+round moves it); and the same for ours-batched, ours-noworker, ours-forked,
+ours-queued, ours-noahead and ours-linkbatch.
 
 The scratch projects live in `--dir` (default: the system's temporary directory). The
 header says what a new file costs there: the CPU of creating files and directories in
@@ -623,6 +624,16 @@ def report(loads: list[Workload], rounds: int, variants: list[str], where: str) 
                 for v in (ours, "inprocess")
             }
             print(f"{prefix}-{label}/inprocess: {total[ours] / total['inprocess']:.3f}")
+            if kind == "full":  # the same, round by round: how far one round moves it
+                by_round = [
+                    sum(w.figures.full[ours][i].wall for w in loads)
+                    / sum(w.figures.full["inprocess"][i].wall for w in loads)
+                    for i in range(
+                        min(len(w.figures.full[v]) for w in loads for v in (ours, "inprocess"))
+                    )
+                ]
+                shown = ", ".join(f"{r:.3f}" for r in by_round)
+                print(f"{prefix}-{label}/inprocess by round: {shown}")
 
 
 def main() -> int:
