@@ -475,13 +475,18 @@ def test_a_plan_request_that_times_out_stops_its_index_step(
     wait_for(lambda: not running(driver))
 
 
+def endless_plan(indexed: Indexed, tmp_path: Path, name: str) -> tuple[str, protocol.Command]:
+    """A plan request whose index step never ends, and its driver."""
+    driver = sleeping_driver(tmp_path)
+    argv = ["plan", small_meta(indexed, name), "--", driver]
+    return driver, protocol.Command([os.fsencode(arg) for arg in argv])
+
+
 def test_a_request_buck2_cancels_stops_its_index_step(
     indexed: Indexed, worker: WorkerClient, tmp_path: Path
 ) -> None:
     """Buck2 cancels an action's call (RST_STREAM): the request stops what it runs."""
-    driver = sleeping_driver(tmp_path)
-    command = protocol.Command([b"plan", small_meta(indexed, "cancelled").encode(), b"--",
-                                driver.encode()])  # fmt: skip
+    driver, command = endless_plan(indexed, tmp_path, "cancelled")
     future = worker.call.future(command)
     wait_for(lambda: running(driver))
     future.cancel()
@@ -492,9 +497,7 @@ def test_an_exec_stream_runs_its_command_and_its_cancel_event_stops_it(
     indexed: Indexed, worker: WorkerClient, tmp_path: Path
 ) -> None:
     """`Exec`: a command, then (while it runs) a cancellation on the same stream."""
-    driver = sleeping_driver(tmp_path)
-    command = protocol.Command([b"plan", small_meta(indexed, "exec").encode(), b"--",
-                                driver.encode()])  # fmt: skip
+    driver, command = endless_plan(indexed, tmp_path, "exec")
 
     def events() -> Iterator[protocol.Event]:
         yield protocol.Event(command=command)

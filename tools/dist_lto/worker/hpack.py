@@ -9,6 +9,8 @@ Huffman codes, which every decoder takes and which leave the client's table alon
 
 from collections import deque
 
+from dist_lto.worker.protocol import varint
+
 TABLE_SIZE = 4096
 """The dynamic table's size the worker allows (SETTINGS_HEADER_TABLE_SIZE's default)."""
 
@@ -93,13 +95,7 @@ def encode_int(value: int, prefix: int, flags: int = 0) -> bytes:
     top = (1 << prefix) - 1
     if value < top:
         return bytes((flags | value,))
-    out = bytearray((flags | top,))
-    value -= top
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+    return bytes((flags | top,)) + varint(value - top)
 
 
 def literal(name: bytes, value: bytes) -> bytes:

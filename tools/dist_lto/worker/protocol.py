@@ -54,7 +54,9 @@ class Event:
     cancel: bool = False
 
 
-def _varint(value: int) -> bytes:
+def varint(value: int) -> bytes:
+    """`value` in groups of 7 bits, the lowest first, each but the last with its top bit
+    set: protobuf's varint, and the continuation of an HPACK integer (`hpack.py`)."""
     value &= (1 << 64) - 1  # negative int32s are sign-extended to ten bytes
     out = bytearray()
     while value >= 0x80:
@@ -65,11 +67,11 @@ def _varint(value: int) -> bytes:
 
 
 def _tag(number: int, wire_type: int) -> bytes:
-    return _varint(number << 3 | wire_type)
+    return varint(number << 3 | wire_type)
 
 
 def _length_delimited(number: int, payload: bytes) -> bytes:
-    return _tag(number, _LENGTH) + _varint(len(payload)) + payload
+    return _tag(number, _LENGTH) + varint(len(payload)) + payload
 
 
 def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -151,18 +153,18 @@ def encode_command(command: Command) -> bytes:
         )
         out.append(_length_delimited(2, entry))
     if command.timeout_s is not None:
-        out.append(_tag(3, _VARINT) + _varint(command.timeout_s))
+        out.append(_tag(3, _VARINT) + varint(command.timeout_s))
     return b"".join(out)
 
 
 def encode_response(response: Response) -> bytes:
     out = []
     if response.exit_code:
-        out.append(_tag(1, _VARINT) + _varint(response.exit_code))
+        out.append(_tag(1, _VARINT) + varint(response.exit_code))
     if response.stderr:
         out.append(_length_delimited(2, response.stderr.encode()))
     if response.timed_out_after_s is not None:
-        out.append(_tag(3, _VARINT) + _varint(response.timed_out_after_s))
+        out.append(_tag(3, _VARINT) + varint(response.timed_out_after_s))
     return b"".join(out)
 
 
