@@ -72,15 +72,17 @@ _RANGES, _SYMBOLS = _canonical()
 
 
 def huffman_decode(data: bytes) -> bytes:
+    """A Huffman-coded string's octets, a bit at a time: the bits read so far are a
+    symbol's code once they fall in the range of the codes of their length."""
     out = bytearray()
     code = length = 0
     for byte in data:
         for shift in range(7, -1, -1):
             code = code << 1 | (byte >> shift) & 1
             length += 1
-            limits = _RANGES.get(length)
-            if limits is not None and 0 <= code - limits[0] < limits[2]:
-                symbol = _SYMBOLS[limits[1] + code - limits[0]]
+            first, start, count = _RANGES.get(length, (0, 0, 0))
+            if 0 <= code - first < count:
+                symbol = _SYMBOLS[start + code - first]
                 if symbol == _EOS:
                     raise HpackError("EOS in a Huffman-coded string")
                 out.append(symbol)

@@ -116,7 +116,7 @@ class Call:
         "stream",
     )
 
-    def __init__(self, connection: "Connection", stream: int, method: str) -> None:
+    def __init__(self, stream: int, method: str, send_window: int) -> None:
         self.stream = stream
         self.method = method
         self._messages: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
@@ -127,7 +127,8 @@ class Call:
         self.cancelled = False
         self.done = False
         self.remote_closed = False
-        self.send_window = connection.peer_window
+        self.send_window = send_window
+        """What the client lets the reply send before it widens the window."""
 
     def next_message(self) -> bytes | None:
         """The next request message; None once the client has sent its last, or the
@@ -298,7 +299,8 @@ class Connection:
         if len(self.calls) >= MAX_STREAMS:
             self._send(_frame(_RST_STREAM, 0, stream, struct.pack(">I", _REFUSED_STREAM)))
             return
-        call = Call(self, stream, fields.get(b":path", b"").decode(errors="replace"))
+        path = fields.get(b":path", b"").decode(errors="replace")
+        call = Call(stream, path, self.peer_window)
         self.calls[stream] = call
         if end:
             call._data(b"", True)
