@@ -236,6 +236,8 @@ class WorkerCpu:
     """Their compile servers and forked compilers."""
     planner: float
     """Their planners, with the plans and the plans' index steps."""
+    links: float = 0.0
+    """The drivers asked for their linker's line and the final links they ran."""
     ahead: int = 0
     """Backends whose requests took an object compiled ahead of them (worker/ahead.py)."""
 
@@ -276,6 +278,7 @@ def worker_cpu(build_id: str, wait: float = 0.0) -> WorkerCpu | None:
                     before.start + start,
                     before.compilers + _figure(words, "compilers"),
                     before.planner + _figure(words, "planner"),
+                    before.links + _figure(words, "links"),
                     before.ahead + text.count(": compiled ahead of its request"),
                 )
     return found
@@ -303,7 +306,7 @@ def describe(
     if worker is not None:
         lines.append(f"opt worker cpu s: itself {worker.own:.2f} ({worker.start:.2f} to start),"
                      f" its compilers {worker.compilers:.2f}, its planner and plans"
-                     f" {worker.planner:.2f}")  # fmt: skip
+                     f" {worker.planner:.2f}, its links {worker.links:.2f}")  # fmt: skip
         if worker.ahead:
             lines.append(f"opt worker: {worker.ahead} backends compiled ahead of their requests"
                          " (Buck2's times for those hold the wait for them)")  # fmt: skip

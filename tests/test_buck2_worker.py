@@ -210,6 +210,16 @@ def test_opt_actions_run_in_one_worker_and_equal_the_command_byte_for_byte(
                     buck2.isolation_dir, plain.isolation_dir) / name).read_text()  # fmt: skip
                 assert mine.replace(buck2.isolation_dir, "ISO") == other.replace(
                     plain.isolation_dir, "ISO"), (r.target, name)  # fmt: skip
+        # Each final link ran in the worker, the linker itself on the line the driver
+        # found while the compiles ran; as the command (the driver), the same programs.
+        linked = [r for r in buck2.what_ran() if r.category == "thin_lto_link"]
+        assert [r.executor for r in linked] == ["Worker"] * len(targets)
+        assert {r.executor for r in plain.what_ran() if r.category == "thin_lto_link"} == {"Local"}
+        assert re.search(r": links run \S+/ld\.lld directly", log), log
+        programs, theirs_programs = buck2.outputs(*targets), plain.outputs(*targets)
+        for target in targets:
+            label = f"root{target}"
+            assert programs[label].read_bytes() == theirs_programs[label].read_bytes(), target
     finally:
         plain.kill()
 

@@ -592,4 +592,69 @@ def test_a_worker_logs_its_start_and_its_planners_cpu_apart_from_its_compilers(
     (line,) = [line for line in log.splitlines() if " cpu: " in line]
     words = line.split()
     assert float(words[words.index("compilers") + 1]) == 0.0, line  # no backend ran
+    assert float(words[words.index("links") + 1]) > 0.0, line  # the driver's line, found
     assert float(words[words.index("planner") + 1]) > 0.0, line
+
+
+# ---------------------------------------------------------------------------------
+# Final link requests (`DRIVER... -o OUT @ARGS`): the linker itself on the driver's line
+
+
+@pytest.fixture(scope="module")
+def natives(indexed: Indexed) -> list[str]:
+    """The small program's native objects, in `native/` below the worker's directory."""
+    native = indexed.root / "native"
+    native.mkdir()
+    for name in SMALL_PROGRAM:
+        subprocess.run([indexed.clang, "-O2", "-c", f"../{name}"], cwd=native, check=True)
+    return [f"native/{name.replace('.c', '.o')}" for name in SMALL_PROGRAM]
+
+
+def test_a_final_link_request_runs_the_linker_on_the_drivers_line_for_the_same_program(
+    indexed: Indexed, natives: list[str]
+) -> None:
+    root = indexed.root
+    driver = [indexed.clang, "-fuse-ld=lld", "-O2"]
+    (root / "native" / "driver.args").write_text("\n".join(driver) + "\n")
+    (root / "native" / "link.args").write_text("\n".join([*natives, "-lm"]) + "\n")
+    client = WorkerClient(str(root / "links.sock"), str(root))
+    try:
+        ready = client.execute(["--ready", "native/ready", "--link-driver", "native/driver.args",
+                                "--", indexed.clang])  # fmt: skip
+        assert (ready.exit_code, ready.stderr) == (0, "")
+        reply = client.execute([*driver, "-o", "native/by-worker", "@native/link.args"])
+        assert (reply.exit_code, reply.stderr) == (0, "")
+    finally:
+        client.close()
+    # Found once, for the ready request; the link ran ld.lld itself.
+    log = client.log()
+    assert log.count(f"{indexed.clang}: links run ") == 1
+    assert f"{indexed.clang}: links run /usr/lib/llvm-22/bin/ld.lld directly" in log
+    subprocess.run([*driver, "-o", "native/by-command", "@native/link.args"], cwd=root, check=True)
+    program = (root / "native" / "by-worker").read_bytes()
+    assert program == (root / "native" / "by-command").read_bytes()
+    ran = subprocess.run([root / "native" / "by-worker"], capture_output=True, text=True)
+    assert (ran.returncode, ran.stdout) == (0, "2\n")  # twice(argc == 1)
+
+
+@pytest.mark.parametrize("pthread", [False, True], ids=["in-place", "driver-option"])
+def test_a_failing_final_link_fails_with_the_linkers_lines_and_status(
+    indexed: Indexed, worker: WorkerClient, natives: list[str], pthread: bool
+) -> None:
+    """Where every argument goes in place the linker runs alone, so the driver's closing
+    line is missing; a driver option among them (`-pthread`) runs the driver itself."""
+    root = indexed.root
+    args = f"native/undefined-{pthread}.args"
+    (root / args).write_text("\n".join([natives[0], *(["-pthread"] if pthread else [])]) + "\n")
+    argv = [indexed.clang, "-fuse-ld=lld", "-O2", "-o", f"native/undefined-{pthread}", f"@{args}"]
+    reply = worker.execute(argv)
+    proc = subprocess.run(argv, cwd=root, capture_output=True, text=True)
+    assert reply.exit_code == proc.returncode == 1
+    assert "undefined symbol: twice" in reply.stderr
+    driver_said = "linker command failed with exit code 1"
+    assert driver_said in proc.stderr
+    if pthread:
+        assert reply.stderr == proc.stderr
+    else:
+        assert reply.stderr == proc.stderr.replace(proc.stderr.splitlines()[-1] + "\n", "")
+        assert driver_said not in reply.stderr

@@ -72,6 +72,18 @@ def test_response_file_round_trips_any_arguments(args: list[str]) -> None:
     assert parse_response_file(response_file(args).decode()) == args
 
 
+@given(
+    st.lists(st.text(st.characters(exclude_characters="'\"\\ \t\r\n\v\f\0"), min_size=1,
+                     max_size=8), max_size=6),
+    st.lists(st.text(" \t\r\n\v\f", min_size=1, max_size=3), min_size=7, max_size=7),
+)  # fmt: skip
+def test_a_response_file_without_quotes_splits_on_its_six_blanks_only(
+    words: list[str], blanks: list[str]
+) -> None:
+    text = blanks[0] + "".join(w + b for w, b in zip(words, blanks[1:], strict=False))
+    assert parse_response_file(text) == words
+
+
 def test_clang_reads_our_response_file_as_written(llvm: Llvm, tmp_path: Path) -> None:
     args = ["-DA=one two", "-DB='q'", '-DC="d"', "-DD=back\\slash", "-DE=tab\there", "-DF="]
     (tmp_path / "args").write_bytes(response_file(args))

@@ -11,6 +11,7 @@ backends the plans ask for and links with the argument file, like a build system
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import shutil
 import signal
 import subprocess
@@ -27,8 +28,10 @@ from dist_lto.formats.plans import (
     read_object_plan,
 )
 from dist_lto.formats.response_file import parse_response_file
+from dist_lto.llvm import driver_line
 from dist_lto.llvm.bitcode import read_index_modules
 from dist_lto.llvm.toolchain import tool
+from dist_lto.planning import planner
 from support import workloads
 from support.tools import Llvm, run_cli
 
@@ -943,3 +946,41 @@ def test_a_plan_failing_after_the_index_step_leaves_no_index_file_at_an_undeclar
     assert left and left <= declared  # the archives' members' index files were not moved
     plan(work, llvm)
     assert (work / "out/archive-index/1").is_dir()
+
+
+def test_a_known_linker_line_runs_the_index_step_on_the_linker_with_the_same_outputs(
+    work: Path, llvm: Llvm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the opt worker's planner does (docs/plan.md#the-index-step): told the line
+    behind the driver, the planner runs the index step on the linker itself, its inputs
+    as the linker takes them; every file it writes is the driver's run's."""
+    monkeypatch.setattr(driver_line, "_known", {})
+    monkeypatch.chdir(work)
+    doc = full_meta(work)
+    doc["groups"][-1]["linkables"][0]["args"] = ["-Wl,-T,script.ld", "libgreet.so",
+                                                 "-Wl,-rpath,$ORIGIN"]  # fmt: skip
+    write_meta(work, doc)
+    driver = [llvm.clang, *LINK]
+    planner.plan("meta.json", driver, replay=False)
+    by_driver = {p: p.read_bytes() for p in (work / "out").rglob("*") if p.is_file()}
+    shutil.rmtree(work / "out")
+    line = driver_line.resolve(driver)
+    assert isinstance(line, driver_line.LinkerLine), line
+    logging = work / "ld-logging"
+    logging.write_text(
+        f'#!/bin/sh\necho "$@" >> {work}/ld.log\n'
+        f'for a in "$@"; do case "$a" in @*) cat "${{a#@}}" >> {work}/ld.inputs;; esac; done\n'
+        f'exec {line.before[0]} "$@"\n'
+    )
+    logging.chmod(0o755)
+    driver_line.remember(driver, dataclasses.replace(line, before=(str(logging), *line.before[1:])))
+    planner.plan("meta.json", driver, replay=False)
+    assert {p: p.read_bytes() for p in (work / "out").rglob("*") if p.is_file()} == by_driver
+    (ran,) = (work / "ld.log").read_text().splitlines()
+    words = ran.split()
+    assert next(w for w in words if w.startswith("@")).startswith("@out/index/.index-step-")
+    assert "--thinlto-emit-imports-files" in words and "-Wl," not in ran
+    inputs = parse_response_file((work / "ld.inputs").read_text())
+    assert inputs[inputs.index("-T") + 1] == "script.ld" and "libgreet.so" in inputs
+    assert "--start-lib" in inputs and not [w for w in inputs if w.startswith("-Wl,")]
+    assert "-Wl,--start-lib" in parse_response_file((work / "out/index/index.args").read_text())

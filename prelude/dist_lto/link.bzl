@@ -63,11 +63,11 @@ def dist_lto_link(
         final_link_args = ctx.actions.declare_output(prefix, "final_link.args"),
         link_plan = ctx.actions.declare_output(prefix, "link_plan.json"),
     )
-    ready = start_opt_worker(ctx, tools, name)
+    ready = start_opt_worker(ctx, tools, name, driver)
     run_plan(ctx, tools, name, collected, driver, link.link_plan, link.final_link_args, [ready] if ready else [])
     opt_objects(ctx, tools, link)
     for i in range(len(link.archives)):
         opt_archive(ctx, tools, link, i)
-    final_link(ctx, link, driver, out)
+    final_link(ctx, tools, link, driver, out)
     debug_files = [o.dwo for o in link.objects if o.dwo] + [a.dwo_dir for a in link.archives if a.dwo_dir]
     return LinkedBinary(binary = out, debug_files = debug_files)

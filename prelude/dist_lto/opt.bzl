@@ -100,15 +100,17 @@ def _run_opt(ctx: AnalysisContext, toolchain: DistLtoTools, link: DistLink, batc
     else:
         ctx.actions.run(cmd, category = "thin_lto_opt", identifier = identifier, exe = opt_executable(toolchain))
 
-def start_opt_worker(ctx: AnalysisContext, tools: DistLtoTools, link_name: str) -> Artifact | None:
-    """A stamp that the opt worker and a fork-served backend compiler have started (None
-    without a worker): an input of the plan action, so Buck2 runs it at the start of the
-    build, beside the compiles."""
+def start_opt_worker(ctx: AnalysisContext, tools: DistLtoTools, link_name: str, driver: cmd_args) -> Artifact | None:
+    """A stamp that the opt worker and a fork-served backend compiler have started, and
+    that the worker knows the linker's line behind the link's `driver` (None without a
+    worker): an input of the plan action, so Buck2 runs it at the start of the build,
+    beside the compiles."""
     if tools.opt_worker == None:
         return None
     stamp = ctx.actions.declare_output("dist_lto/{}/opt_worker.ready".format(link_name))
+    driver_file, macro_files = ctx.actions.write("dist_lto/{}/link_driver".format(link_name), driver, allow_args = True)
     ctx.actions.run(
-        cmd_args("--ready", stamp.as_output(), "--", tools.clang),
+        cmd_args("--ready", stamp.as_output(), "--link-driver", driver_file, "--", tools.clang, hidden = [driver] + macro_files),
         category = "thin_lto_opt_ready",
         identifier = link_name,
         exe = opt_executable(tools),

@@ -104,6 +104,15 @@ def opt_executable(tools: DistLtoTools) -> WorkerRunInfo | RunInfo:
     """
     return _through_worker(tools, dist_lto_command(tools.opt_python, tools.pkg, "opt", fast = True))
 
+def link_executable(tools: DistLtoTools) -> WorkerRunInfo | None:
+    """The `exe` of a final link action, whose arguments are the whole command (`DRIVER
+    ... -o OUT @ARGS`), or None without a worker. Run locally, Buck2 sends the command to
+    the worker, which runs the linker itself on the line the driver would give it, saving
+    the driver's start (`worker/links.py`); otherwise the command runs as it is."""
+    if tools.opt_worker == None:
+        return None
+    return WorkerRunInfo(worker = tools.opt_worker, exe = cmd_args())
+
 def plan_executable(tools: DistLtoTools) -> WorkerRunInfo | RunInfo:
     """The `exe` of a plan action, whose arguments start with `plan`: the worker runs
     it locally in a child of its warm planner, where the command would start an

@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 MODULE_OPTIONS = {"--input": "input", "--index": "index", "--out": "out", "--dwo": "dwo"}
 """Options that name one backend's files: repeated, one of each per backend of a batch
 (`--dwo` for every backend or none)."""
-VALUE_OPTIONS = {"--args": "args", "--split-dwarf": "split_dwarf", "--ready": "ready"}
+VALUE_OPTIONS = {"--args": "args", "--split-dwarf": "split_dwarf", "--ready": "ready",
+                 "--link-driver": "link_driver"}  # fmt: skip
 FLAG_OPTIONS = {"--print-command": "print_command", "--no-lld-defaults": "no_lld_defaults",
                 "--unweighted": "unweighted"}  # fmt: skip
 SPLIT_DWARF_MODES = ("single", "split")
@@ -42,8 +43,9 @@ SPLIT_DWARF_MODES = ("single", "split")
 class Options:
     """A request: `dist-lto opt`'s command line, parsed."""
 
-    __slots__ = ("args", "command", "dwo", "index", "input", "more", "no_lld_defaults", "out",
-                 "print_command", "ready", "split_dwarf", "unweighted")  # fmt: skip
+    __slots__ = ("args", "command", "dwo", "index", "input", "link_driver", "more",
+                 "no_lld_defaults", "out", "print_command", "ready", "split_dwarf",
+                 "unweighted")  # fmt: skip
 
     def __init__(self) -> None:
         self.input = ""
@@ -57,6 +59,9 @@ class Options:
         self.no_lld_defaults = False
         self.ready: str | None = None
         """`--ready STAMP`: no backend, STAMP written empty."""
+        self.link_driver: str | None = None
+        """`--link-driver FILE` (with `--ready`): a link's driver command, one argument per
+        line, whose linker line the opt worker finds ahead (`worker/links.py`)."""
         self.unweighted = False
         """The action holds no local slot: the opt worker compiles it first, in a slot
         another request brought (`worker/slots.py`); `dist-lto opt` itself ignores it."""
@@ -79,7 +84,7 @@ def parse_fast(argv: list[str]) -> Options | None:
     if positional != [] or not opts.command:
         return None
     batch = batched(opts, *(files[name] for name in MODULE_OPTIONS))
-    if batch is None or misfits(batch):
+    if batch is None or misfits(batch) or (batch.link_driver is not None and batch.ready is None):
         return None
     return batch
 
@@ -115,7 +120,7 @@ def copy_options(opts: Options) -> Options:
 
 def misfits(opts: Options) -> list[str]:
     """What the options lack or have too much of: a backend needs its module, index and
-    output; `--ready` takes only the compiler."""
+    output; `--ready` takes only the compiler (and `--link-driver`)."""
     if opts.ready is None:
         return [name for name, value in (("--input", opts.input), ("--index", opts.index),
                                          ("--out", opts.out)) if not value]  # fmt: skip

@@ -117,6 +117,12 @@ def build_parser() -> "argparse.ArgumentParser":
         " server of CLANG's backends before the first backend needs them)",
     )
     parser.add_argument(
+        "--link-driver",
+        metavar="FILE",
+        help="with --ready: a link's driver command, one argument per line (through the opt"
+        " worker: find the linker's line behind it before the link's plan needs it)",
+    )
+    parser.add_argument(
         "command",
         nargs="+",
         metavar="CLANG [EXTRA FLAGS...]",
@@ -147,6 +153,8 @@ def parse_args(argv: list[str]) -> Options:
         build_parser().error(f"the following arguments are required: {', '.join(missing)}")
     if missing:
         build_parser().error(f"argument --ready: not allowed with argument {missing[0]}")
+    if opts.link_driver is not None and opts.ready is None:
+        build_parser().error("argument --link-driver: only with --ready")
     return opts
 
 

@@ -146,10 +146,12 @@ def main(argv: list[str]) -> int:
 
         store = Store(opts.reuse_dir, log)
         threading.Thread(target=_prune, args=(store, time.time()), daemon=True).start()
+    from dist_lto.worker.links import LinkerLines
     from dist_lto.worker.plans import Planner
 
     planner = Planner(log)
-    service = OptService(pool, store, planner, jobs, run_ahead=not opts.no_run_ahead)
+    links = LinkerLines(log, env, tmp)
+    service = OptService(pool, store, planner, jobs, not opts.no_run_ahead, links)
     stop = threading.Event()
     stopped_by: list[int] = []
 
@@ -172,9 +174,9 @@ def main(argv: list[str]) -> int:
         service.stop_all()
         pool.close()
         service.close()
-        compilers = _cpu(children=True)
+        compilers = _cpu(children=True) - links.cpu
         planner.close()
-        _log_cpu(log, compilers)
+        _log_cpu(log, compilers, links.cpu)
         try:  # noqa: SIM105 (Buck2 may have removed it)
             os.unlink(socket_path)
         except OSError:
@@ -193,12 +195,14 @@ def _cpu(children: bool = False) -> float:
     return used.ru_utime + used.ru_stime
 
 
-def _log_cpu(log: "Callable[[str], None]", compilers: float) -> None:
+def _log_cpu(log: "Callable[[str], None]", compilers: float, links: float) -> None:
     """What the worker, the compilers it ran (`compilers`: its children reaped before the
-    planner's last process, so a planner that ended early too) and that planner with its
-    plans cost: where a build's time went outside Buck2 (bench/buck2.py reads it)."""
-    log(f"cpu: worker {_cpu():.2f} s, compilers {compilers:.2f} s,"
-        f" planner {_cpu(children=True) - compilers:.2f} s (user + system)")  # fmt: skip
+    planner's last process but the drivers and linkers of `links`, so a planner that ended
+    early too), those drivers and linkers, and that planner with its plans cost: where a
+    build's time went outside Buck2 (bench/buck2.py reads it)."""
+    planner = _cpu(children=True) - compilers - links
+    log(f"cpu: worker {_cpu():.2f} s, compilers {compilers:.2f} s, links {links:.2f} s,"
+        f" planner {planner:.2f} s (user + system)")  # fmt: skip
 
 
 def _prune(store: "Store", started: float) -> None:

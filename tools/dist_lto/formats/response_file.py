@@ -10,6 +10,8 @@ import re
 from dist_lto.errors import BadInput
 
 _SPECIAL = re.compile(r"""[ \t\r\n\v\f'"\\]""")
+_QUOTING = re.compile(r"""['"\\]""")
+_BLANKS = re.compile(r"[ \t\r\n\v\f]+")
 
 
 def quote_arg(arg: str) -> str:
@@ -25,6 +27,8 @@ def response_file(args: list[str]) -> bytes:
 
 def parse_response_file(text: str, file: str = "response file") -> list[str]:
     """The arguments of a GNU-syntax response file (quotes and backslash escapes)."""
+    if not _QUOTING.search(text):  # what the planner writes for plain paths: no escapes
+        return [word for word in _BLANKS.split(text) if word]
     args: list[str] = []
     token: list[str] = []
     in_token = False

@@ -97,6 +97,16 @@ class Layout:
         return wrapped + (["-Wl," + ",".join(declarations)] if declarations else [])
 
 
+@dataclass(frozen=True)
+class Direct:
+    """The index step as the linker's own command, not its driver's: the linker and its
+    arguments before the inputs, the inputs as it takes them, what follows them."""
+
+    before: list[str]
+    inputs: list[str]
+    after: list[str]
+
+
 def is_raw_linker(command: list[str]) -> bool:
     return LINKER_PROGRAMS.fullmatch(os.path.basename(command[0])) is not None
 
@@ -113,10 +123,13 @@ def run(
     declaration_imports: bool = True,
     hold: Hold | None = None,
     places: Mapping[str, str] | None = None,
+    direct: Direct | None = None,
 ) -> None:
     """Run the index step: `command @index.args` plus the index-only flags (and
     `DECLARATION_IMPORTS` unless `declaration_imports` is False), holding the index
-    directory (`hold`, the caller's, or one of its own for the step).
+    directory (`hold`, the caller's, or one of its own for the step). With `direct`,
+    the linker runs on its own line instead (`Direct`): `index.args` still holds
+    `line`, so the step's outputs are the same either way.
 
     LLD writes its files in place and not atomically, so it writes them into a staging
     directory; they are moved into place only after it succeeded, and the list last. A
@@ -135,7 +148,6 @@ def run(
             os.unlink(layout.list_file)
         _remove_stale_staging(layout.index_dir, line)
         write_atomic(layout.args_file, response_file(line))
-        argv = [*command, "@" + layout.args_file]
         staging_dir = ""
         try:
             with children.StopsHeld():  # no stop between the directory and its name
@@ -145,11 +157,15 @@ def run(
             staging = layout.staging(
                 posixpath.join(layout.index_dir, os.path.basename(staging_dir))
             )
+            if direct is None:
+                argv = [*command, "@" + layout.args_file,
+                        *staging.flags(is_raw_linker(command), declaration_imports)]  # fmt: skip
+            else:
+                write_atomic(staging.args_file, response_file(direct.inputs))
+                argv = [*direct.before, "@" + staging.args_file,
+                        *staging.flags(True, declaration_imports), *direct.after]  # fmt: skip
             try:
-                done = children.run(
-                    [*argv, *staging.flags(is_raw_linker(command), declaration_imports)],
-                    stdout=children.DEVNULL,
-                )
+                done = children.run(argv, stdout=children.DEVNULL)
             except children.CannotRun as err:
                 raise BadInput(
                     f"cannot run the index command {command[0]!r}: {err.reason}"
@@ -161,6 +177,8 @@ def run(
                     status=children.action_status(done.status),
                     detail=stderr,
                 )
+            if direct is not None:
+                os.unlink(staging.args_file)  # not one of LLD's outputs
             publish(staging, layout, places or {})
         finally:
             if staging_dir:

@@ -97,20 +97,22 @@ def render(
     meta: Meta,
     object_arg: Callable[[ObjectInput], str],
     archive_args: Callable[[ArchiveInput], list[str]],
+    flags: Callable[[list[str]], list[str]] = list,
 ) -> list[str]:
     """The link line's inputs: each group's pre flags, linkables and post flags, in order,
-    without group flags (`without_groups`), so archives may stand between them."""
+    without group flags (`without_groups`), so archives may stand between them; the
+    meta's own flags and args as `flags` gives them (unchanged by default)."""
     line: list[str] = []
     for group in meta.groups:
-        line += without_groups(group.pre_flags)
+        line += flags(without_groups(group.pre_flags))
         for item in group.linkables:
             if type(item) is ObjectInput:
                 line.append(object_arg(item))
             elif type(item) is ArchiveInput:
                 line += archive_args(item)
             else:
-                line += without_groups(item.args)  # type: ignore[union-attr]
-        line += without_groups(group.post_flags)
+                line += flags(without_groups(item.args))  # type: ignore[union-attr]
+        line += flags(without_groups(group.post_flags))
     return line
 
 

@@ -31,7 +31,7 @@ from dist_lto.formats.plans import (
 )
 from dist_lto.formats.response_file import response_file
 from dist_lto.fsutil import move, write_atomic, write_failure
-from dist_lto.llvm import index_step, linkline
+from dist_lto.llvm import driver_line, index_step, linkline
 from dist_lto.llvm.index_step import DirListing, Layout
 from dist_lto.path_spelling import all_plain, is_plain, norm
 from dist_lto.planning.modules import (
@@ -232,13 +232,28 @@ class Planner:
 
     # -- the index step -----------------------------------------------------------------
 
-    def index_line(self, raw_linker: bool) -> list[str]:
+    def index_line(
+        self, raw_linker: bool, flags: Callable[[list[str]], list[str]] = list
+    ) -> list[str]:
         def archive_args(a: ArchiveInput) -> list[str]:
             archive = self.archives[a.index]
             paths = [module.name for _, module in archive.members]
             return paths if archive.whole else linkline.lib(paths, raw_linker)
 
-        return linkline.render(self.meta, lambda o: o.path, archive_args)
+        return linkline.render(self.meta, lambda o: o.path, archive_args, flags)
+
+    def direct_index(self, command: list[str]) -> index_step.Direct | None:
+        """The index step as the linker's own command, when this process knows the line
+        behind the driver `command` (`driver_line.known`) and the meta's flags are all
+        ones the driver copies in place; None: `command` runs it."""
+        linker = driver_line.known(command)
+        if linker is None:
+            return None
+        try:
+            inputs = self.index_line(True, _linker_inputs)
+        except _NotInPlace:
+            return None
+        return index_step.Direct(list(linker.before), inputs, list(linker.after))
 
     def run_index(self, command: list[str], hold: index_step.Hold) -> None:
         line = self.index_line(index_step.is_raw_linker(command))
@@ -249,7 +264,8 @@ class Planner:
                   if m.index_src != m.index_dst}  # fmt: skip
         self.placed = list(places.values())
         try:
-            index_step.run(command, line, self.layout, self.declaration_imports, hold, places)
+            index_step.run(command, line, self.layout, self.declaration_imports, hold, places,
+                           self.direct_index(command))  # fmt: skip
         except DistLtoError:
             for module in self.modules.values():
                 if module.index_src and module.index_src == module.index_dst:
@@ -504,6 +520,18 @@ class Planner:
         except BaseException:
             parts.remove_files(written)
             raise
+
+
+class _NotInPlace(Exception):
+    """The meta holds a driver flag that the driver does not copy into the linker's line
+    in place (`driver_line.linker_inputs`)."""
+
+
+def _linker_inputs(words: list[str]) -> list[str]:
+    found = driver_line.linker_inputs(words)
+    if found is None:
+        raise _NotInPlace
+    return found
 
 
 class Dirs:

@@ -284,6 +284,20 @@ def _check_runnable(program: str, env: "Mapping[str, str]") -> None:
 def reap(pid: int) -> int:
     """Wait for child `pid` (a group leader from `spawn`); its wait status. The guard
     forgets the group while the child is still a zombie, so its id cannot be reused yet."""
+    _forget(pid)
+    return os.waitpid(pid, 0)[1]
+
+
+def reap_used(pid: int) -> tuple[int, float]:
+    """`reap`, and the CPU seconds (user + system) the child and its reaped children used
+    (`os.wait4`, which imports `resource`: not on the opt path)."""
+    _forget(pid)
+    _, status, used = os.wait4(pid, 0)
+    return status, used.ru_utime + used.ru_stime
+
+
+def _forget(pid: int) -> None:
+    """Tell the guard to forget child `pid`'s group once it is a zombie."""
     if _guard_fd >= 0:
         while True:
             try:
@@ -294,7 +308,6 @@ def reap(pid: int) -> int:
             except InterruptedError:
                 continue
         _tell_guard(b"-", pid)
-    return os.waitpid(pid, 0)[1]
 
 
 def signal_group(pid: int, signum: int) -> None:
@@ -378,14 +391,16 @@ def _exits_within(pid: int, seconds: float) -> bool:
 
 
 class Finished:
-    """A child's `exit_status` and what it wrote to captured streams."""
+    """A child's `exit_status`, what it wrote to captured streams and the CPU seconds it
+    used (user + system, its reaped children's too)."""
 
-    __slots__ = ("status", "stderr", "stdout")
+    __slots__ = ("cpu", "status", "stderr", "stdout")
 
-    def __init__(self, status: int, stdout: bytes, stderr: bytes) -> None:
+    def __init__(self, status: int, stdout: bytes, stderr: bytes, cpu: float = 0.0) -> None:
         self.status = status
         self.stdout = stdout
         self.stderr = stderr
+        self.cpu = cpu
 
 
 class TimedOut(DistLtoError):
@@ -402,6 +417,7 @@ def run(
     timeout: float | None = None,
     on_start: "Callable[[int], None] | None" = None,
     own_group: bool = True,
+    cpu: bool = False,
 ) -> Finished:
     """Run `argv` in its own process group and wait for it.
 
@@ -411,7 +427,8 @@ def run(
     thread. In the main thread, a stop signal (TERM, INT, HUP) is passed on to the
     child's group and the call fails with 128+N once the child has gone; with `timeout`
     (seconds), a child still running then is killed with its group (TimedOut). BadInput
-    when the program cannot start. Safe to call from several threads at once.
+    when the program cannot start. With `cpu`, `Finished.cpu` says what the child used
+    (`reap_used`). Safe to call from several threads at once.
     """
     mine: list[int] = []  # our ends of the pipes, closed at the end
     theirs: list[int] = []
@@ -463,7 +480,7 @@ def run(
                             chunks.append(chunk)
                 else:
                     _pump(pid, reads, feed, timeout, argv[0], mine)
-                wait_status = reap(pid)
+                wait_status, used = reap_used(pid) if cpu else (reap(pid), 0.0)
             except StopRequested as stop:
                 stop_group(pid, stop.signum)
                 raise stopped(stop.signum, f"{argv[0]} ran") from None
@@ -485,7 +502,7 @@ def run(
     captured = [b"".join(chunks) for chunks in reads.values()]  # stdout's first
     out = captured.pop(0) if stdout == CAPTURE else b""
     err = captured.pop(0) if stderr == CAPTURE else b""
-    return Finished(exit_status(wait_status), out, err)
+    return Finished(exit_status(wait_status), out, err, used)
 
 
 def _pump(

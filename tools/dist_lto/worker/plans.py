@@ -32,6 +32,9 @@ from dist_lto.installed import IMPORT_ROOT
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
+
+    from dist_lto.llvm.driver_line import LinkerLine
 
 OUTPUT_LIMIT = 1 << 20
 """What of a plan's stdout and stderr reaches its reply; the rest is read and dropped."""
@@ -137,8 +140,14 @@ class Planner:
                     outcome.problem = _GONE
                     outcome.changed.notify_all()
 
-    def run(self, argv: list[str], on_start: "Callable[[int], None] | None") -> tuple[int, bytes]:
-        """Run `dist-lto plan ARGV`: its `waitpid` status and what it printed (stdout and
+    def run(
+        self,
+        argv: list[str],
+        on_start: "Callable[[int], None] | None",
+        linker: "LinkerLine | None" = None,
+    ) -> tuple[int, bytes]:
+        """Run `dist-lto plan ARGV`, its child told the `linker` line behind its driver
+        (`driver_line.remember`): its `waitpid` status and what it printed (stdout and
         stderr). OSError, with the line to print, when the planner ended before it did."""
         outcome = Outcome()
         request = -1
@@ -150,7 +159,10 @@ class Planner:
                     request = self.next_id
                     self.next_id += 1
                     self.waiting[request] = (outcome, on_start, sock)
-                message = json.dumps({"id": request, "argv": argv}).encode()
+                sent: dict[str, object] = {"id": request, "argv": argv}
+                if linker is not None:
+                    sent["linker"] = linker.as_json()
+                message = json.dumps(sent).encode()
                 socket.send_fds(sock, [message], [write_end])
             except OSError:  # the planner has just gone: as if it had taken the request
                 with outcome.changed:
@@ -233,7 +245,7 @@ def serve(fd: int) -> None:
         request = json.loads(message)
         pid = os.fork()
         if pid == 0:
-            _child(sock, fds[0], request["argv"], cli.run, prctl, planner)
+            _child(sock, fds[0], request, cli.run, prctl, planner)
         os.close(fds[0])
         running[os.pidfd_open(pid)] = (request["id"], pid)
         _send(sock, {"id": request["id"], "pid": pid})
@@ -251,15 +263,16 @@ def _send(sock: socket.socket, reply: dict[str, int]) -> None:
 def _child(
     sock: socket.socket,
     output: int,
-    argv: list[str],
+    request: "dict[str, Any]",
     run: "Callable[[str, list[str]], int]",
     prctl: "Callable[..., int] | None",
     planner: int,
 ) -> None:
-    """A forked child: `dist-lto plan ARGV`, its stdout and stderr to `output`, killed
-    with the planner (PR_SET_PDEATHSIG, then a check that it has not gone already).
-    Never returns."""
+    """A forked child: `dist-lto plan ARGV`, told the line behind its driver if the
+    request has one, its stdout and stderr to `output`, killed with the planner
+    (PR_SET_PDEATHSIG, then a check that it has not gone already). Never returns."""
     status = 1
+    argv: list[str] = request["argv"]
     try:
         sock.close()
         if prctl is not None:
@@ -272,6 +285,11 @@ def _child(
         os.dup2(output, 2)
         os.close(null)
         os.close(output)
+        if "linker" in request and "--" in argv:
+            from dist_lto.llvm import driver_line
+
+            line = driver_line.LinkerLine.from_json(request["linker"])
+            driver_line.remember(argv[argv.index("--") + 1 :], line)
         try:
             status = run("plan", argv)
         except SystemExit as stop:  # argparse's usage errors: as the interpreter ends

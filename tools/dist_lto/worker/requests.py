@@ -21,6 +21,7 @@ from dist_lto.errors import EXIT_INTERNAL, DistLtoError
 from dist_lto.fsutil import write_output
 from dist_lto.installed import MAIN
 from dist_lto.process.children import CAPTURE, DEVNULL, action_status, exit_status, run
+from dist_lto.worker.links import link_request, run_link
 from dist_lto.worker.reuse import backend_for
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
     from dist_lto.backend import Runner
     from dist_lto.worker.ahead import RunAhead
+    from dist_lto.worker.links import LinkerLines
     from dist_lto.worker.plans import Planner
     from dist_lto.worker.reuse import Backend, Store
     from dist_lto.worker.slots import Slots
@@ -249,15 +251,18 @@ def run_request(
     store: "Store | None" = None,
     planner: "Planner | None" = None,
     ahead: "RunAhead | None" = None,
+    links: "LinkerLines | None" = None,
 ) -> Reply:
     """Run one request's backend, its clang in its turn among the requests in flight
     (`slots`), with the worker's reuse `store` if it has one, or take its object if it
-    ran `ahead`; or, given a `planner`, a plan request; never raises. A batch's warnings
-    come before its failure, if any."""
+    ran `ahead`; or, given a `planner`, a plan request; or, given `links`, a final link
+    (`links.py`); never raises. A batch's warnings come before its failure, if any."""
     warnings = b""
     try:
         if planner is not None and argv[:1] == ["plan"]:
-            return _run_plan(argv[1:], planner, running, ahead)
+            return _run_plan(argv[1:], planner, running, ahead, links)
+        if links is not None and link_request(argv):
+            return run_link(argv, links, running)
         opts = _options(argv)
         if opts is None:
             return _run_command(argv)
@@ -267,6 +272,8 @@ def run_request(
             pool.warm(opts.command[0])
             if store is not None:  # and what the reuse store asks of the compiler once
                 store.compiler(opts.command[0])
+            if links is not None and opts.link_driver is not None:  # and the link's line
+                links.find(opts.link_driver)
             write_output(opts.ready, b"")
             return Reply(0, b"")
         if opts.unweighted and opts.more:
@@ -418,12 +425,19 @@ def _ran_ahead(
 
 
 def _run_plan(
-    argv: list[str], planner: "Planner", running: Running, ahead: "RunAhead | None"
+    argv: list[str],
+    planner: "Planner",
+    running: Running,
+    ahead: "RunAhead | None",
+    links: "LinkerLines | None",
 ) -> Reply:
-    """`dist-lto plan ARGV` in a child of the warm planner: its status and its output;
-    once it has succeeded, `ahead` reads its plans (beside the reply)."""
+    """`dist-lto plan ARGV` in a child of the warm planner, told the line behind its
+    driver (`links`): its status and its output; once it has succeeded, `ahead` reads
+    its plans (beside the reply)."""
+    driver = argv[argv.index("--") + 1 :] if "--" in argv else []
+    line = links.get(driver) if links is not None and driver else None
     try:
-        status, output = planner.run(argv, running.started)
+        status, output = planner.run(argv, running.started, line)
     except OSError as err:
         return Reply(EXIT_INTERNAL, f"dist-lto plan: error: {err}\n".encode())
     finally:

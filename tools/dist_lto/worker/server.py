@@ -18,6 +18,7 @@ from typing import TypeVar
 from dist_lto import TYPE_CHECKING
 from dist_lto.worker import http2, protocol
 from dist_lto.worker.ahead import RunAhead
+from dist_lto.worker.links import LinkerLines
 from dist_lto.worker.plans import Planner
 from dist_lto.worker.requests import CompilerPool, Running, run_request
 from dist_lto.worker.reuse import Store
@@ -32,7 +33,8 @@ class OptService:
     flight and compiling (the highest counts are logged). With `run_ahead`, a turn a
     finished compile leaves is used before Buck2 sends the next request: by a waiting
     request, or, with a reuse `store` and a `planner`, by a planned backend run ahead of
-    its request (`ahead.py`)."""
+    its request (`ahead.py`). With `links`, final links run the linker itself where
+    their driver's line allows (`links.py`)."""
 
     def __init__(
         self,
@@ -41,10 +43,12 @@ class OptService:
         planner: Planner | None = None,
         jobs: int | None = None,
         run_ahead: bool = True,
+        links: LinkerLines | None = None,
     ) -> None:
         self.pool = pool
         self.store = store
         self.planner = planner
+        self.links = links
         self.slots = Slots(jobs, lambda most: log(f"{most} compiling at once"), run_ahead)
         self.ahead = None
         if run_ahead and store is not None and planner is not None:
@@ -100,7 +104,7 @@ class OptService:
             timer.start()
         try:
             reply = run_request(argv, self.pool, running, self.slots, self.store, self.planner,
-                                self.ahead)  # fmt: skip
+                                self.ahead, self.links)  # fmt: skip
         finally:
             if timer is not None:
                 timer.cancel()
