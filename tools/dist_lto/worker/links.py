@@ -87,7 +87,7 @@ class LinkerLines:
         try:
             found = driver_line.resolve(driver, self.env, self.spend)
             if isinstance(found, str):
-                self.note(f"{driver[0]}: links run the driver: {found}")
+                self.note(f"{driver[0]}: links run it as given: {found}")
             else:
                 self.note(f"{driver[0]}: links run {found.before[0]} directly")
                 entry.line = found
@@ -115,13 +115,17 @@ def run_link(argv: "list[str]", lines: LinkerLines, running: "Running") -> "Repl
     command = argv
     scratch = None
     line = lines.get(driver)
-    if line is not None:
-        words = _linker_words(args_file)
-        if words is not None:
+    words = _linker_words(args_file) if line is not None else None
+    if line is not None and words is not None:
+        try:
             fd, scratch = tempfile.mkstemp(prefix="link-", suffix=".args", dir=lines.scratch)
             with os.fdopen(fd, "wb") as f:
                 f.write(response_file(words))
             command = line.command(["@" + scratch], output)
+        except OSError:  # no room for it: the driver runs, as the command does
+            if scratch is not None:
+                remove_quietly(scratch)
+                scratch = None
     try:
         done = children.run(
             command,
