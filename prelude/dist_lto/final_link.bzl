@@ -32,7 +32,7 @@ def final_link(
             hidden = inputs,
         )
         exe = link_executable(tools)
-        if exe:
+        if exe != None:
             ctx.actions.run(cmd, category = "thin_lto_link", identifier = out.basename, exe = exe)
         else:
             ctx.actions.run(cmd, category = "thin_lto_link", identifier = out.basename)

@@ -11,7 +11,9 @@ it has threads. The planner has none, and forks nothing but these children.
 
 Protocol, over a SOCK_SEQPACKET socket pair, one JSON object per message:
     worker -> planner  {"id": N, "argv": [...]} with one descriptor (SCM_RIGHTS): the
-                       write end of the pipe that takes the child's stdout and stderr
+                       write end of the pipe that takes the child's stdout and stderr;
+                       and "linker": the line behind the plan's driver, when the worker
+                       knows it (`links.py`), which the child is told before it plans
     planner -> worker  {"id": N, "pid": P} once forked, {"id": N, "status": S} (a
                        `waitpid` status) once it has ended
 The planner stops every child still running when the worker's end closes; a child
