@@ -267,3 +267,20 @@ def test_backends_run_from_worker_threads_as_a_distributor_would(
         list(pool.map(one, modules))
     for module in modules:
         assert (tmp_path / Path(module).name).stat().st_size > 1000
+
+
+@pytest.mark.parametrize("both", [False, True], ids=["stderr-only", "stdout-and-stderr"])
+def test_a_captured_stream_keeps_its_limit_and_the_child_still_ends_with_its_status(
+    both: bool,
+) -> None:
+    """A child that prints a lot is read to its end, each captured stream kept up to the
+    limit: memory stays bounded and the child never blocks on a full pipe (one stream is
+    read in a plain loop, two through `poll`)."""
+    from dist_lto.process import children
+
+    script = ("import sys; sys.stderr.write('x' * (5 << 20)); sys.stdout.write('y' * 100);"
+              " sys.exit(3)")  # fmt: skip
+    done = children.run(["python3", "-c", script], limit=1000, cpu=True,
+                        stdout=children.CAPTURE if both else children.DEVNULL)  # fmt: skip
+    assert (done.status, done.stderr) == (3, b"x" * 1000)
+    assert done.stdout == (b"y" * 100 if both else b"") and done.cpu > 0

@@ -28,6 +28,8 @@ from dist_lto.process import children
 
 RESOLVE_SECONDS = 20
 """How long the driver may take to print its line (it takes about 30 ms)."""
+OUTPUT_LIMIT = 1 << 20
+"""What of the driver's output is read (its line is a few kilobytes)."""
 
 _QUOTED = re.compile(r' "((?:[^"\\]|\\.)*)"')
 _ESCAPED = re.compile(r"\\(.)")
@@ -100,6 +102,7 @@ def resolve(
             stdout=children.CAPTURE,
             timeout=RESOLVE_SECONDS,
             cpu=True,
+            limit=OUTPUT_LIMIT,
         )
     except children.CannotRun as err:
         return f"cannot run {driver[0]}: {err.reason}"

@@ -418,6 +418,7 @@ def run(
     on_start: "Callable[[int], None] | None" = None,
     own_group: bool = True,
     cpu: bool = False,
+    limit: int | None = None,
 ) -> Finished:
     """Run `argv` in its own process group and wait for it.
 
@@ -428,7 +429,8 @@ def run(
     child's group and the call fails with 128+N once the child has gone; with `timeout`
     (seconds), a child still running then is killed with its group (TimedOut). BadInput
     when the program cannot start. With `cpu`, `Finished.cpu` says what the child used
-    (`reap_used`). Safe to call from several threads at once.
+    (`reap_used`); with `limit`, each captured stream keeps its first `limit` bytes (the
+    rest is read and dropped). Safe to call from several threads at once.
     """
     mine: list[int] = []  # our ends of the pipes, closed at the end
     theirs: list[int] = []
@@ -477,9 +479,9 @@ def run(
                 if feed is None and timeout is None and len(reads) <= 1:
                     for fd, chunks in reads.items():  # the opt path: no `select` to import
                         while chunk := os.read(fd, 65536):
-                            chunks.append(chunk)
+                            _keep(chunks, chunk, limit)
                 else:
-                    _pump(pid, reads, feed, timeout, argv[0], mine)
+                    _pump(pid, reads, feed, timeout, argv[0], mine, limit)
                 wait_status, used = reap_used(pid) if cpu else (reap(pid), 0.0)
             except StopRequested as stop:
                 stop_group(pid, stop.signum)
@@ -512,9 +514,11 @@ def _pump(
     timeout: float | None,
     program: str,
     mine: list[int],
+    limit: int | None = None,
 ) -> None:
-    """Read the captured streams and feed stdin until all are done; TimedOut at `timeout`.
-    The stdin pipe is closed once fed (and dropped from `mine`), so the child sees its end."""
+    """Read the captured streams (each kept up to `limit` bytes) and feed stdin until all
+    are done; TimedOut at `timeout`. The stdin pipe is closed once fed (and dropped from
+    `mine`), so the child sees its end."""
     import select
     import time
 
@@ -544,7 +548,7 @@ def _pump(
             if fd in reads:
                 chunk = os.read(fd, 65536)
                 if chunk:
-                    reads[fd].append(chunk)
+                    _keep(reads[fd], chunk, limit)
                     continue
             else:
                 try:
@@ -559,6 +563,16 @@ def _pump(
                 continue
             poller.unregister(fd)
             open_fds -= 1
+
+
+def _keep(chunks: list[bytes], chunk: bytes, limit: int | None) -> None:
+    """`chunk` appended to a captured stream's `chunks`, as much of it as `limit` leaves."""
+    if limit is not None:
+        room = limit - sum(len(c) for c in chunks)
+        if room <= 0:
+            return
+        chunk = chunk[:room]
+    chunks.append(chunk)
 
 
 # ---------------------------------------------------------------------------------

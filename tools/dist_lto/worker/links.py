@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from dist_lto.llvm.driver_line import LinkerLine
     from dist_lto.worker.requests import Reply, Running
 
+OUTPUT_LIMIT = 1 << 20
+"""What of a link's stdout and of its stderr reaches its reply (as for a plan's)."""
 ARGS_LIMIT = 256 << 20
 """The largest final-link argument file read here (a million modules' take ~80 MB)."""
 
@@ -134,6 +136,7 @@ def run_link(argv: "list[str]", lines: LinkerLines, running: "Running") -> "Repl
             stdout=children.CAPTURE,
             on_start=running.started,
             cpu=True,
+            limit=OUTPUT_LIMIT,
         )
     except children.CannotRun as err:
         return Reply(2, f"{command[0]}: cannot run: {err.reason}\n".encode())
