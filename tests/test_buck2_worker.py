@@ -216,10 +216,11 @@ def test_opt_actions_run_in_one_worker_and_equal_the_command_byte_for_byte(
         assert [r.executor for r in linked] == ["Worker"] * len(targets)
         assert {r.executor for r in plain.what_ran() if r.category == "thin_lto_link"} == {"Local"}
         assert re.search(r": links run \S+/ld\.lld directly", log), log
-        programs, theirs_programs = buck2.outputs(*targets), plain.outputs(*targets)
+        linked_by_worker, linked_by_command = buck2.outputs(*targets), plain.outputs(*targets)
         for target in targets:
             label = f"root{target}"
-            assert programs[label].read_bytes() == theirs_programs[label].read_bytes(), target
+            program = linked_by_worker[label].read_bytes()
+            assert program == linked_by_command[label].read_bytes(), target
     finally:
         plain.kill()
 
