@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -626,7 +627,7 @@ def test_a_final_link_request_runs_the_linker_on_the_drivers_line_for_the_same_p
         assert (reply.exit_code, reply.stderr) == (0, "")
     finally:
         client.close()
-    # Found once, for the ready request; the link ran ld.lld itself.
+    # Found once, for the ready request (the link request does not find it again).
     log = client.log()
     assert log.count(f"{indexed.clang}: links run ") == 1
     assert f"{indexed.clang}: links run /usr/lib/llvm-22/bin/ld.lld directly" in log
@@ -658,3 +659,50 @@ def test_a_failing_final_link_fails_with_the_linkers_lines_and_status(
     else:
         assert reply.stderr == proc.stderr.replace(proc.stderr.splitlines()[-1] + "\n", "")
         assert driver_said not in reply.stderr
+
+
+def slow_fake_clang(tmp_path: Path) -> Path:
+    """A `clang` whose `-###` takes 0.3 s and prints a linker line with the markers it
+    was given, logging when each run starts and ends."""
+    clang = tmp_path / "clang"
+    clang.write_text(
+        "#!/bin/sh\n"
+        f'echo "start $(date +%s.%N)" >> {tmp_path}/runs\n'
+        "sleep 0.3\n"
+        'while [ $# -gt 0 ]; do case "$1" in -o) out="$2"; shift;; -Wl,*) in="${1#-Wl,}";; esac;'
+        " shift; done\n"
+        "echo 'clang version 22' >&2\n"
+        'echo " \\"/usr/bin/ld.lld\\" \\"-o\\" \\"$out\\" \\"$in\\" \\"-lc\\"" >&2\n'
+        f'echo "end $(date +%s.%N)" >> {tmp_path}/runs\n'
+    )
+    clang.chmod(0o755)
+    return clang
+
+
+def test_lines_are_found_beside_the_ready_request_a_few_at_a_time_and_never_waited_for(
+    tmp_path: Path,
+) -> None:
+    """A `--ready` request only starts finding its driver's line; a plan or final link
+    request that comes meanwhile runs the driver rather than wait; and no more drivers
+    run at once than asked, however many links a build has."""
+    from dist_lto.llvm.driver_line import LinkerLine
+    from dist_lto.worker.links import LinkerLines
+
+    clang = slow_fake_clang(tmp_path)
+    notes: list[str] = []
+    lines = LinkerLines(notes.append, None, None, at_once=1)
+    for k in range(3):
+        (tmp_path / f"driver{k}").write_text(f"{clang}\n-O{k}\n")
+        started = time.monotonic()
+        lines.find(str(tmp_path / f"driver{k}"))
+        assert time.monotonic() - started < 0.2  # not waited for
+    assert lines.get([str(clang), "-O0"], wait=False) is None  # still being found
+    line = lines.get([str(clang), "-O0"])
+    assert line == LinkerLine(("/usr/bin/ld.lld",), ("-lc",), 1)
+    for k in (1, 2):
+        assert lines.get([str(clang), f"-O{k}"]) == line
+    runs = [line.split() for line in (tmp_path / "runs").read_text().splitlines()]
+    spans = sorted(zip([float(t) for e, t in runs if e == "start"],
+                       [float(t) for e, t in runs if e == "end"], strict=True))  # fmt: skip
+    assert len(spans) == 3 and all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
+    assert notes == [f"{clang}: links run /usr/bin/ld.lld directly"] * 3

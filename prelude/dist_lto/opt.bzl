@@ -102,9 +102,9 @@ def _run_opt(ctx: AnalysisContext, toolchain: DistLtoTools, link: DistLink, batc
 
 def start_opt_worker(ctx: AnalysisContext, tools: DistLtoTools, link_name: str, driver: cmd_args) -> Artifact | None:
     """A stamp that the opt worker and a fork-served backend compiler have started, and
-    that the worker knows the linker's line behind the link's `driver` (None without a
-    worker): an input of the plan action, so Buck2 runs it at the start of the build,
-    beside the compiles."""
+    that the worker is finding the linker's line behind the link's `driver` (None
+    without a worker): an input of the plan action, so Buck2 runs it at the start of the
+    build, beside the compiles."""
     if tools.opt_worker == None:
         return None
     stamp = ctx.actions.declare_output("dist_lto/{}/opt_worker.ready".format(link_name))

@@ -5,7 +5,8 @@ A driver that links spends about 30 ms starting before it starts the linker, and
 link's plan and final link stand one after the other on the build's critical path, as
 in-process ThinLTO's one link does. The worker finds each driver's line once: for a
 link's `--ready` request (`--link-driver`), while the compiles run, else for its first
-plan or final link, the others waiting for it. A plan request tells its planner the
+plan or final link; a request whose driver's line is still being found runs the
+driver. A plan request tells its planner the
 line (`plans.py`); a final link request, `DRIVER... -o OUT @ARGS`, runs the linker on
 it with the argument file's words as the linker takes them. Where the driver would do
 anything else (`driver_line`), the request runs the driver, as its command does.
@@ -44,13 +45,19 @@ class _Resolving:
 
 
 class LinkerLines:
-    """The line behind each driver command, found once (`driver_line.resolve`); the
-    requests that need it meanwhile wait for it. Why a driver has none is logged."""
+    """The line behind each driver command, found once (`driver_line.resolve`), by at most
+    `at_once` drivers at a time: a build of many links with as many link commands sends
+    as many `--ready` requests at its start. Why a driver has none is logged."""
 
     def __init__(
-        self, note: "Callable[[str], None]", env: "Mapping[str, str] | None", scratch: str | None
+        self,
+        note: "Callable[[str], None]",
+        env: "Mapping[str, str] | None",
+        scratch: str | None,
+        at_once: int = 0,
     ) -> None:
         self.note = note
+        self.turns = threading.BoundedSemaphore(at_once or os.cpu_count() or 1)
         self.env = env
         """The environment of drivers and linkers (None: this process's)."""
         self.scratch = scratch
@@ -65,29 +72,44 @@ class LinkerLines:
             self.cpu += seconds
 
     def find(self, driver_file: str) -> None:
-        """Find the line behind the driver command in `driver_file` (one argument per
-        line) ahead of its link; a file that cannot be read is only logged (the link's
-        requests run the driver then)."""
+        """Start finding the line behind the driver command in `driver_file` (one argument
+        per line) ahead of its link, beside the request that asks; a file that cannot be
+        read is only logged (the link's requests run the driver then)."""
         try:
             driver = read_args_file(driver_file)
         except DistLtoError as err:
             self.note(f"warning: {err}")
             return
-        if driver:
-            self.get(driver)
+        if not driver:
+            return
+        entry, mine = self._entry(driver)
+        if mine:
+            threading.Thread(target=self._resolve, args=(driver, entry), daemon=True).start()
 
-    def get(self, driver: "Sequence[str]") -> "LinkerLine | None":
-        key = tuple(driver)
-        with self.lock:
-            entry = self.lines.get(key)
-            mine = entry is None
-            if entry is None:
-                entry = self.lines[key] = _Resolving()
-        if not mine:
+    def get(self, driver: "Sequence[str]", wait: bool = True) -> "LinkerLine | None":
+        """The line behind `driver`, found now unless it was before; one being found
+        still is waited for, or with `wait` False taken as none (a plan or final link
+        request then runs the driver rather than wait behind other links' drivers)."""
+        entry, mine = self._entry(driver)
+        if mine:
+            self._resolve(driver, entry)
+        elif wait:
             entry.done.wait()
-            return entry.line
+        return entry.line if entry.done.is_set() else None
+
+    def _entry(self, driver: "Sequence[str]") -> "tuple[_Resolving, bool]":
+        """The driver's entry, and whether this call made it (and so finds its line)."""
+        with self.lock:
+            entry = self.lines.get(tuple(driver))
+            if entry is not None:
+                return entry, False
+            entry = self.lines[tuple(driver)] = _Resolving()
+            return entry, True
+
+    def _resolve(self, driver: "Sequence[str]", entry: _Resolving) -> None:
         try:
-            found = driver_line.resolve(driver, self.env, self.spend)
+            with self.turns:
+                found = driver_line.resolve(driver, self.env, self.spend)
             if isinstance(found, str):
                 self.note(f"{driver[0]}: links run it as given: {found}")
             else:
@@ -95,7 +117,6 @@ class LinkerLines:
                 entry.line = found
         finally:
             entry.done.set()
-        return entry.line
 
 
 def link_request(argv: "list[str]") -> bool:
@@ -116,7 +137,7 @@ def run_link(argv: "list[str]", lines: LinkerLines, running: "Running") -> "Repl
     driver, output, args_file = argv[:-3], argv[-2], argv[-1][1:]
     command = argv
     scratch = None
-    line = lines.get(driver)
+    line = lines.get(driver, wait=False)
     words = _linker_words(args_file) if line is not None else None
     if line is not None and words is not None:
         try:

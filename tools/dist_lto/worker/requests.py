@@ -435,7 +435,7 @@ def _run_plan(
     driver (`links`): its status and its output; once it has succeeded, `ahead` reads
     its plans (beside the reply)."""
     driver = argv[argv.index("--") + 1 :] if "--" in argv else []
-    line = links.get(driver) if links is not None and driver else None
+    line = links.get(driver, wait=False) if links is not None and driver else None
     try:
         status, output = planner.run(argv, running.started, line)
     except OSError as err:
