@@ -37,6 +37,8 @@ ARGS_LIMIT = 256 << 20
 
 
 class _Resolving:
+    """One driver's line: set once found (`line` None: the driver runs its links)."""
+
     __slots__ = ("done", "line")
 
     def __init__(self) -> None:
@@ -46,8 +48,9 @@ class _Resolving:
 
 class LinkerLines:
     """The line behind each driver command, found once (`driver_line.resolve`), by at most
-    `at_once` drivers at a time: a build of many links with as many link commands sends
-    as many `--ready` requests at its start. Why a driver has none is logged."""
+    `at_once` drivers at a time (0: one per CPU): a build of many links with as many link
+    commands sends as many `--ready` requests at its start. Why a driver has none is
+    logged."""
 
     def __init__(
         self,
