@@ -163,7 +163,8 @@ def test_only_words_the_driver_copies_in_place_translate(
     assert linker_inputs(words) == expected
 
 
-def test_a_process_knows_only_the_lines_it_was_told() -> None:
+def test_a_process_knows_only_the_lines_it_was_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(driver_line, "_known", {})
     line = LinkerLine(("ld.lld",), (), 1)
     assert driver_line.known(["clang", "-O1"]) is None
     driver_line.remember(["clang", "-O1"], line)
