@@ -12,8 +12,7 @@ files). The output is a marker too, so one line serves every output.
 A line is used only where it runs what the driver would: the driver printed one
 command, of a linker, holding each marker once and nothing else of them, and said
 nothing more (no warning, no `-v` lines); and every argument in the marker's place is
-one the driver copies unchanged in place (`linker_inputs`). Otherwise the driver runs,
-as it always did.
+one the driver copies unchanged in place (`linker_inputs`). Otherwise the driver runs.
 """
 
 from __future__ import annotations

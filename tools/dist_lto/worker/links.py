@@ -6,9 +6,9 @@ link's plan and final link stand one after the other on the build's critical pat
 in-process ThinLTO's one link does. The worker finds each driver's line once: for a
 link's `--ready` request (`--link-driver`), while the compiles run, else for its first
 plan or final link; a request whose driver's line is still being found runs the
-driver. A plan request tells its planner the
-line (`plans.py`); a final link request, `DRIVER... -o OUT @ARGS`, runs the linker on
-it with the argument file's words as the linker takes them. Where the driver would do
+driver. A plan request tells its planner the line (`plans.py`); a final link request,
+`DRIVER... -o OUT @ARGS`, runs the linker on it with the argument file's words as the
+linker takes them. Where the driver would do
 anything else (`driver_line`), the request runs the driver, as its command does.
 """
 
@@ -98,15 +98,16 @@ class LinkerLines:
             self._resolve(driver, entry)
         elif wait:
             entry.done.wait()
-        return entry.line if entry.done.is_set() else None
+        return entry.line  # None until found
 
     def _entry(self, driver: "Sequence[str]") -> "tuple[_Resolving, bool]":
         """The driver's entry, and whether this call made it (and so finds its line)."""
+        key = tuple(driver)
         with self.lock:
-            entry = self.lines.get(tuple(driver))
+            entry = self.lines.get(key)
             if entry is not None:
                 return entry, False
-            entry = self.lines[tuple(driver)] = _Resolving()
+            entry = self.lines[key] = _Resolving()
             return entry, True
 
     def _resolve(self, driver: "Sequence[str]", entry: _Resolving) -> None:
@@ -141,7 +142,7 @@ def run_link(argv: "list[str]", lines: LinkerLines, running: "Running") -> "Repl
     command = argv
     scratch = None
     line = lines.get(driver, wait=False)
-    words = _linker_words(args_file) if line is not None else None
+    words = None if line is None else _linker_words(args_file)
     if line is not None and words is not None:
         try:
             fd, scratch = tempfile.mkstemp(prefix="link-", suffix=".args", dir=lines.scratch)
