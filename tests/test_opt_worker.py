@@ -429,6 +429,26 @@ def test_a_plan_request_writes_what_the_plan_command_writes_byte_for_byte(
     assert written(indexed.root / "planned") == through_worker
 
 
+def test_a_worker_on_a_standard_library_interpreter_plans_with_the_planner_python(
+    indexed: Indexed, tmp_path: Path
+) -> None:
+    bare = [sys.executable, "-S", "-E"]  # without the virtualenv's site-packages
+    assert subprocess.run([*bare, "-c", "import orjson"], capture_output=True).returncode != 0
+    client = WorkerClient(str(tmp_path / "bare.sock"), str(indexed.root),
+                          "--planner-python", sys.executable, python=bare)  # fmt: skip
+    try:
+        argv = ["plan", small_meta(indexed, "planned"), "--", indexed.clang, "-fuse-ld=lld"]
+        reply = client.execute(argv)
+        assert (reply.exit_code, reply.stderr) == (0, "")
+    finally:
+        client.close()
+    through_worker = written(indexed.root / "planned")
+    shutil.rmtree(indexed.root / "planned")
+    proc = plan_command(indexed, argv[1:])
+    assert proc.returncode == 0, proc.stderr
+    assert written(indexed.root / "planned") == through_worker
+
+
 @pytest.mark.parametrize(
     ("case", "argv"),
     [

@@ -15,8 +15,8 @@ DistLtoRunnerInfo = provider(
         # The dist-lto package as its actions run it (package.bzl).
         "pkg": provider_field(Artifact),
         # The persistent worker that runs opt actions executed locally (`dist-lto
-        # opt-worker`, started with `python`); None: every opt
-        # action starts `dist-lto opt`. See `opt_executable`.
+        # opt-worker`, started with `opt_python -S -E`, its planner with `python`); None:
+        # every opt action starts `dist-lto opt`. See `opt_executable`.
         "opt_worker": provider_field(WorkerInfo | None),
         # Small modules of a plan share an opt action up to this many bytes (batches.bzl);
         # 0: one action per module.
@@ -46,7 +46,8 @@ def dist_lto_runner(python: str, opt_python: str, pkg: Artifact, opt_worker: boo
         served = [] if opt_compile_server else ["--no-compile-server"]
         jobs = ["--jobs", str(opt_jobs)] if opt_jobs > 0 else []
         ahead = [] if opt_run_ahead else ["--no-run-ahead"]
-        worker = WorkerInfo(exe = cmd_args(dist_lto_command(python, pkg, "opt-worker"), reuse, served, jobs, ahead))
+        # Standard library only, as `dist-lto opt`; its planner runs `dist-lto plan`.
+        worker = WorkerInfo(exe = cmd_args(dist_lto_command(opt_python, pkg, "opt-worker", fast = True), "--planner-python", python, reuse, served, jobs, ahead))
     return DistLtoRunnerInfo(
         python = python,
         opt_python = opt_python,

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 PROG = "dist-lto opt-worker"
 USAGE = (
     "dist-lto opt-worker [-h] [--socket PATH] [--reuse-dir DIR] [--no-compile-server] [--jobs N]"
-    " [--no-run-ahead]"
+    " [--no-run-ahead] [--planner-python PYTHON]"
 )
 DESCRIPTION = """\
 Serve Buck2's persistent-worker protocol (gRPC on a unix socket) for opt actions: each
@@ -36,7 +36,9 @@ with the same checks, the same error lines and exit status, except that clang is
 started per module: backends run one after another in compile servers built against
 the compiler's own libraries, or in clangs forked from one that started once. A request
 whose first argument is `plan` runs `dist-lto plan` with the rest, in a child forked
-from a planner process that imported the planner once."""
+from a planner process that imported the planner once (started with --planner-python,
+which needs dist-lto's dependencies: the worker itself needs only the standard
+library)."""
 EPILOG = """\
 Buck2 starts it; it listens on $WORKER_SOCKET unless --socket is given. With
 --reuse-dir, a backend whose last run had the same module and index, apart from the
@@ -56,7 +58,14 @@ _STOP_SIGNALS = (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP)
 
 
 class Options:
-    __slots__ = ("jobs", "no_compile_server", "no_run_ahead", "reuse_dir", "socket")
+    __slots__ = (
+        "jobs",
+        "no_compile_server",
+        "no_run_ahead",
+        "planner_python",
+        "reuse_dir",
+        "socket",
+    )
 
     def __init__(self) -> None:
         self.socket: str | None = None
@@ -64,12 +73,13 @@ class Options:
         self.no_compile_server = False
         self.jobs: str | None = None
         self.no_run_ahead = False
+        self.planner_python: str | None = None
 
 
 def _parse_fast(argv: list[str]) -> Options | None:
     opts = Options()
     positional = scan(argv, opts, {"--socket": "socket", "--reuse-dir": "reuse_dir",
-                                   "--jobs": "jobs"},
+                                   "--jobs": "jobs", "--planner-python": "planner_python"},
                       {"--no-compile-server": "no_compile_server",
                        "--no-run-ahead": "no_run_ahead"})  # fmt: skip
     return opts if positional == [] else None
@@ -113,6 +123,12 @@ def build_parser() -> "argparse.ArgumentParser":
         " even while a finished compile's slot returns to Buck2 (and none ahead of its"
         " request)",
     )
+    parser.add_argument(
+        "--planner-python",
+        metavar="PYTHON",
+        help="the interpreter that runs the planner, with dist-lto's dependencies"
+        " (default: this one, with its flags)",
+    )
     return parser
 
 
@@ -149,7 +165,7 @@ def main(argv: list[str]) -> int:
     from dist_lto.worker.links import LinkerLines
     from dist_lto.worker.plans import Planner
 
-    planner = Planner(log)
+    planner = Planner(log, opts.planner_python)
     links = LinkerLines(log, env, tmp)
     service = OptService(pool, store, planner, jobs, not opts.no_run_ahead, links)
     stop = threading.Event()

@@ -8,18 +8,25 @@ import time
 
 import grpc
 
+from dist_lto import TYPE_CHECKING
 from dist_lto.installed import MAIN
 from dist_lto.worker import protocol
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 class WorkerClient:
     """A worker process listening on `socket_path`, started in `cwd` (where Buck2 starts
     one: the project root, against which the requests' paths are relative)."""
 
-    def __init__(self, socket_path: str, cwd: str, *options: str, python: str = "") -> None:
+    def __init__(
+        self, socket_path: str, cwd: str, *options: str, python: "Sequence[str]" = ()
+    ) -> None:
+        """`python`: the interpreter and its flags (default: this one, without flags)."""
         self.socket_path = socket_path
         self.proc = subprocess.Popen(
-            [python or sys.executable, MAIN, "opt-worker", "--socket", socket_path, *options],
+            [*(python or [sys.executable]), MAIN, "opt-worker", "--socket", socket_path, *options],
             cwd=cwd,
             stdin=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

@@ -63,10 +63,13 @@ class Planner:
     """The worker's side: starts the planner process and sends it requests.
 
     `on_start(pid)` of a request is told its child's pid (so that a cancelled request
-    can stop it); a planner that has died is started again by the next request."""
+    can stop it); a planner that has died is started again by the next request.
+    `python` runs the planner as it is (it needs dist-lto's dependencies, which the
+    worker's own interpreter may lack); None: the worker's interpreter, with its flags."""
 
-    def __init__(self, note: "Callable[[str], None]") -> None:
+    def __init__(self, note: "Callable[[str], None]", python: str | None = None) -> None:
         self.note = note
+        self.python = python
         self.lock = threading.Lock()
         self.proc: subprocess.Popen[bytes] | None = None
         self.sock: socket.socket | None = None
@@ -93,11 +96,15 @@ class Planner:
             self.proc.kill()
             self.proc.wait()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        flags = [f for f, on in (("-S", sys.flags.no_site), ("-E", sys.flags.ignore_environment),
-                                 ("-s", sys.flags.no_user_site)) if on]  # fmt: skip
+        if self.python is not None:
+            python = [self.python]
+        else:
+            python = [sys.executable] + [f for f, on in (
+                ("-S", sys.flags.no_site), ("-E", sys.flags.ignore_environment),
+                ("-s", sys.flags.no_user_site)) if on]  # fmt: skip
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, *flags, "-c", _BOOT, IMPORT_ROOT, str(theirs.fileno())],
+                [*python, "-c", _BOOT, IMPORT_ROOT, str(theirs.fileno())],
                 stdin=subprocess.DEVNULL,
                 pass_fds=(theirs.fileno(),),
             )
