@@ -449,6 +449,21 @@ def test_a_worker_on_a_standard_library_interpreter_plans_with_the_planner_pytho
     assert written(indexed.root / "planned") == through_worker
 
 
+def test_a_planner_python_that_cannot_start_fails_the_plan_with_one_line_naming_it(
+    indexed: Indexed, tmp_path: Path
+) -> None:
+    missing = str(tmp_path / "no-such-python")
+    client = WorkerClient(str(tmp_path / "w.sock"), str(indexed.root), "--planner-python", missing)
+    try:
+        reply = client.execute(["plan", small_meta(indexed, "planned"), "--", indexed.clang])
+    finally:
+        client.close()
+    assert reply.exit_code == 1
+    assert reply.stderr == (
+        f"dist-lto plan: error: cannot start the planner ({missing}): No such file or directory\n"
+    )
+
+
 @pytest.mark.parametrize(
     ("case", "argv"),
     [

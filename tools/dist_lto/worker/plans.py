@@ -44,6 +44,10 @@ _GONE = "the worker's planner process ended before the plan did"
 _BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from dist_lto.worker.plans import serve; serve(int(sys.argv[2]))"  # noqa: E501
 
 
+class CannotStart(OSError):
+    """The planner's interpreter could not be started (the line says which and why)."""
+
+
 class Outcome:
     """A request's end: the child's `waitpid` status, or why there is none."""
 
@@ -108,6 +112,9 @@ class Planner:
                 stdin=subprocess.DEVNULL,
                 pass_fds=(theirs.fileno(),),
             )
+        except OSError as err:
+            ours.close()
+            raise CannotStart(f"cannot start the planner ({python[0]}): {err.strerror}") from None
         finally:
             theirs.close()
         self.sock = ours
@@ -173,9 +180,9 @@ class Planner:
                     sent["linker"] = linker.as_json()
                 message = json.dumps(sent).encode()
                 socket.send_fds(sock, [message], [write_end])
-            except OSError:  # the planner has just gone: as if it had taken the request
+            except OSError as err:  # or the planner has just gone: as if it had taken it
                 with outcome.changed:
-                    outcome.problem = _GONE
+                    outcome.problem = str(err) if isinstance(err, CannotStart) else _GONE
             finally:
                 os.close(write_end)
             output = b"" if outcome.problem else _read_bounded(read_end)
