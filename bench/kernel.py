@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The Linux kernel's ThinLTO link, in-process and through our distributor (LLD's DTLTO).
 
-Builds Debian's `linux-source-6.1` (`apt-get install linux-source-6.1`: the tarball in
-/usr/src) for x86-64 with `tinyconfig` and `CONFIG_LTO_CLANG_THIN`, with clang/LLD 22
-(`LLVM=-22`), once with LLD's in-process ThinLTO. A copy of that build tree then links
+Builds Debian's `linux-source-6.1` (`apt-get install linux-source-6.1 flex bison
+libelf-dev`: the tarball in /usr/src, and what the kernel's build runs) for x86-64
+with `tinyconfig` and `CONFIG_LTO_CLANG_THIN`, with clang/LLD 22 (`LLVM=-22`), once
+with LLD's in-process ThinLTO. A copy of that build tree then links
 again through `dist-lto distribute` (docs/kernel.md): the kernel's LTO link is `ld.lld -r`
 over thin archives (`vmlinux.o`), and its link flags, `KBUILD_LDFLAGS`, are built with
 `+=`, which a make variable on the command line replaces whole; so the distributor's
