@@ -644,6 +644,66 @@ def test_an_index_made_before_an_imported_module_changed_is_refused(
     assert not (tmp_path / "stale.o").exists()
 
 
+def small_program_indexed(root: Path, llvm: Llvm) -> None:
+    """SMALL_PROGRAM compiled to bitcode in `root`, and its index step run."""
+    for name, text in SMALL_PROGRAM.items():
+        (root / name).write_text(text)
+        subprocess.run([llvm.clang, "-O2", "-flto=thin", "-c", name], cwd=root, check=True)
+    subprocess.run([llvm.clang, "-flto=thin", "-fuse-ld=lld", "main.o", "twice.o", "add.o",
+                    "shout.o", "-o", "prog", "-Wl,--thinlto-index-only"],
+                   cwd=root, check=True)  # fmt: skip
+
+
+def test_a_verified_module_is_read_once_and_again_once_it_is_compiled_again(
+    tmp_path: Path, llvm: Llvm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dist_lto import backend
+
+    small_program_indexed(tmp_path, llvm)
+    monkeypatch.chdir(tmp_path)
+    reads: list[str] = []
+    read_module = backend._read_module
+    monkeypatch.setattr(backend, "_read_module", lambda p: reads.append(p) or read_module(p))
+    verified = backend.VerifiedModules()
+    backend.check_primary("twice.o", "twice.o.thinlto.bc", verified=verified)
+    assert sorted(reads) == ["add.o", "twice.o"]
+    reads.clear()
+    backend.check_primary("twice.o", "twice.o.thinlto.bc", verified=verified)
+    assert reads == []
+    (tmp_path / "add.c").write_text("int add(int a, int b) { return a - b; }\n")
+    subprocess.run([llvm.clang, "-O2", "-flto=thin", "-c", "add.c"], cwd=tmp_path, check=True)
+    with pytest.raises(backend.BadInput, match=re.escape("made for another build of 'add.o'")):
+        backend.check_primary("twice.o", "twice.o.thinlto.bc", verified=verified)
+
+
+def test_the_opt_worker_refuses_a_stale_index_after_serving_its_modules(
+    tmp_path: Path, llvm: Llvm
+) -> None:
+    """A module the worker has verified for one request is compiled again before the
+    next: that request's index, made before, is refused as the command refuses it."""
+    from dist_lto.worker.client import WorkerClient
+
+    small_program_indexed(tmp_path, llvm)
+    client = WorkerClient(str(tmp_path / "w.sock"), str(tmp_path))
+    try:
+
+        def opt(out: str) -> tuple[int, str]:
+            reply = client.execute(["--input", "twice.o", "--index", "twice.o.thinlto.bc",
+                                    "--out", out, "--", llvm.clang])  # fmt: skip
+            return reply.exit_code, reply.stderr
+
+        assert opt("fresh.o") == (0, "")
+        (tmp_path / "add.c").write_text("int add(int a, int b) { return a - b; }\n")
+        subprocess.run([llvm.clang, "-O2", "-flto=thin", "-c", "add.c"], cwd=tmp_path,
+                       check=True)  # fmt: skip
+        command = run_opt(tmp_path, "twice.o", tmp_path / "stale.o")
+        assert command.returncode == 2
+        assert opt("stale.o") == (2, command.stderr)
+    finally:
+        client.close()
+    assert not (tmp_path / "stale.o").exists()
+
+
 def test_a_crashing_compiler_leaves_no_reproducer_in_the_temporary_directory(
     tmp_path: Path, llvm: Llvm
 ) -> None:

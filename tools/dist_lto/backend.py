@@ -59,11 +59,45 @@ def read_head(path: str, what: str, size: int = 64) -> bytes:
 # Checks
 
 
+FileIdentity = tuple[int, int, int, int]
+"""A file's device, inode, size and modification time (ns)."""
+
+
+class VerifiedModules:
+    """Modules found to match the hash an index recorded for them, each by its path, that
+    hash and the file's identity (device, inode, size, modification time): a distributor
+    or an opt worker reads each build of a module once, not once for every index that
+    imports from it, and reads it again once the file has changed. Forgets all once it
+    holds `LIMIT`."""
+
+    __slots__ = ("seen",)
+    LIMIT = 1 << 16
+
+    def __init__(self) -> None:
+        self.seen: set[tuple[bytes, tuple[int, ...], FileIdentity]] = set()
+
+    @staticmethod
+    def identity(path: bytes) -> FileIdentity | None:
+        try:
+            info = os.stat(path)
+        except OSError:
+            return None
+        return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
+
+    def holds(self, path: bytes, recorded: tuple[int, ...], file: FileIdentity) -> bool:
+        return (path, recorded, file) in self.seen
+
+    def add(self, path: bytes, recorded: tuple[int, ...], file: FileIdentity) -> None:
+        if len(self.seen) >= self.LIMIT:
+            self.seen.clear()
+        self.seen.add((path, recorded, file))
+
+
 def check_primary(
     module: str,
     index: str,
     modules: "IndexModules | None" = None,
-    verified: "set[tuple[bytes, tuple[int, ...]]] | None" = None,
+    verified: VerifiedModules | None = None,
 ) -> None:
     """Fail unless clang will treat `module` as the primary module of `index`.
 
@@ -71,9 +105,8 @@ def check_primary(
     that skips the module on purpose (a lazy archive member) makes clang write an
     object without code, which is correct and accepted.
 
-    A distributor passes the index's `modules` when it has read them already, and a
-    `verified` set of (module path, hash) found to match in this process: each of a
-    link's modules is then read once, not once for every index that imports from it.
+    A distributor passes the index's `modules` when it has read them already, and
+    either it or the opt worker the modules `verified` so far.
     """
     if modules is None:
         modules = read_index_modules(index)
@@ -87,14 +120,16 @@ def check_primary(
             path, recorded = modules.paths[i], modules.hashes[i]
             if (i != primary and path == wanted) or not any(recorded):
                 continue
-            if verified is not None and (path, recorded) in verified:
+            # The file's identity before it is read: a change after it reads it again.
+            file = verified.identity(path) if verified is not None else None
+            if verified is not None and file is not None and verified.holds(path, recorded, file):
                 continue
             if i == primary:
                 _check_module_hash(module, index, recorded)
             else:  # a module it imports from
                 _check_module_hash(os.fsdecode(path), index, recorded, importer=module)
-            if verified is not None:
-                verified.add((path, recorded))
+            if verified is not None and file is not None:
+                verified.add(path, recorded, file)
         return
     known = [os.fsdecode(p) for p in modules.paths]
     hint = _closest(module, known)

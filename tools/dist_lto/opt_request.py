@@ -27,7 +27,7 @@ from dist_lto.llvm.flags import read_args_file, translate
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from dist_lto.backend import Runner
+    from dist_lto.backend import Runner, VerifiedModules
     from dist_lto.worker.reuse import Backend
 
 MODULE_OPTIONS = {"--input": "input", "--index": "index", "--out": "out", "--dwo": "dwo"}
@@ -206,14 +206,15 @@ def execute(
     on_start: "Callable[[int], None] | None" = None,
     before_run: "Callable[[], None] | None" = None,
     reuse: "Callable[[list[str]], Backend | None] | None" = None,
+    verified: "VerifiedModules | None" = None,
 ) -> bytes:
     """Run the backend `opts` ask for (not `--print-command`); clang's warnings.
 
     The one path of `dist-lto opt` and of the opt worker (`dist_lto.worker`), which
-    passes its served `runner` and its `reuse` store (`worker/reuse.py`: the
+    passes its served `runner`, its `reuse` store (`worker/reuse.py`: the
     object of this backend's last run when only modules it imports from changed, and
-    not what it imports); `before_run` is called once the checks have passed, just
-    before clang starts.
+    not what it imports) and the modules its requests have `verified`; `before_run` is
+    called once the checks have passed, just before clang starts.
     """
     check_outputs(opts)
     mode = split_dwarf_mode(opts)
@@ -222,7 +223,8 @@ def execute(
         return b""
     command = backend_command(opts, mode)
     seen = reuse(command) if reuse is not None else None
-    check_primary(opts.input, opts.index, seen.inputs.table if seen is not None else None)
+    table = seen.inputs.table if seen is not None else None
+    check_primary(opts.input, opts.index, table, verified)
     if seen is not None and (reused := seen.try_reuse(on_start)) is not None:
         return reused
     if before_run is not None:

@@ -13,7 +13,7 @@ import os
 import time
 
 from dist_lto import TYPE_CHECKING
-from dist_lto.backend import check_primary, run_backend
+from dist_lto.backend import VerifiedModules, check_primary, run_backend
 from dist_lto.distribute.reporting import Outcome, Status
 from dist_lto.fsutil import remove_output
 
@@ -76,8 +76,8 @@ class Tiers:
         self.cache_warned = False
         self.remote_damage: list[tuple[str, str]] = []
         """(what, why) for every remote result refused for a blob that failed its digest."""
-        self.verified_modules: set[tuple[bytes, tuple[int, ...]]] = set()
-        """(module path, hash) that `check_primary` found to match in this link."""
+        self.verified_modules = VerifiedModules()
+        """The modules `check_primary` found to match in this link."""
 
     def run(
         self,

@@ -15,6 +15,7 @@ import sys
 import threading
 
 from dist_lto import TYPE_CHECKING, opt_request
+from dist_lto.backend import VerifiedModules
 from dist_lto.cli import error_report, internal_error_report
 from dist_lto.distribute.compilers import WorkerCompiler
 from dist_lto.errors import EXIT_INTERNAL, DistLtoError
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
     from dist_lto.worker.plans import Planner
     from dist_lto.worker.reuse import Backend, Store
     from dist_lto.worker.slots import Slots
+
+VERIFIED = VerifiedModules()
+"""The modules this worker's backends found to match their indexes, across requests."""
 
 
 def _options(argv: list[str]) -> "opt_request.Options | None":
@@ -312,7 +316,7 @@ def _run_backend(
         if reuse is not None and settled is not None:
             reuse = _telling_first(settled, reuse)
         return opt_request.execute(backend, runner=runner, on_start=running.started,
-                                   reuse=reuse)  # fmt: skip
+                                   reuse=reuse, verified=VERIFIED)  # fmt: skip
     finally:
         running.close()
 
