@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from dist_lto.backend import check_primary
+from dist_lto.backend import VerifiedModules, check_primary
 from dist_lto.distribute import cache_key
 from dist_lto.distribute.cache_key import KeyMaker, WrittenIndex, read_index
 from dist_lto.distribute.result_cache import ResultCache
@@ -255,12 +255,12 @@ def test_a_stale_imported_module_is_refused_with_a_remembered_table(
     index = read_index(twice.index)
     KeyMaker(in_copy, IDENTITY, aliases).key(twice, index)
     with pytest.raises(BadInput, match="index is stale"):
-        check_primary(twice.module, twice.index, index.modules(), set())
-    verified: set[tuple[bytes, tuple[int, ...]]] = set()
+        check_primary(twice.module, twice.index, index.modules(), VerifiedModules())
+    verified = VerifiedModules()
     for job in in_copy.jobs:  # the others still pass, each module checked once
         if job is not twice and imported not in job.inputs:
             check_primary(job.module, job.index, read_index(job.index).modules(), verified)
-    assert verified and os.fsencode(imported) not in {path for path, _ in verified}
+    assert verified.seen and os.fsencode(imported) not in {path for path, _, _ in verified.seen}
 
 
 # ---------------------------------------------------------------------------------
