@@ -664,7 +664,7 @@ def test_a_verified_module_is_read_once_and_again_once_it_is_compiled_again(
     reads: list[str] = []
     read_module = backend._read_module
     monkeypatch.setattr(backend, "_read_module", lambda p: reads.append(p) or read_module(p))
-    verified = backend.VerifiedModules()
+    verified = backend.VerifiedModules(files=True)
     backend.check_primary("twice.o", "twice.o.thinlto.bc", verified=verified)
     assert sorted(reads) == ["add.o", "twice.o"]
     reads.clear()

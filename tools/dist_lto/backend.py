@@ -64,20 +64,23 @@ FileIdentity = tuple[int, int, int, int]
 
 
 class VerifiedModules:
-    """Modules found to match the hash an index recorded for them, each by its path, that
-    hash and the file's identity (device, inode, size, modification time): a distributor
-    or an opt worker reads each build of a module once, not once for every index that
-    imports from it, and reads it again once the file has changed. Forgets all once it
-    holds `LIMIT`."""
+    """Modules found to match the hash an index recorded for them, each by its path and
+    that hash: a distributor reads each of a link's modules once, not once for every
+    index that imports from it. With `files`, by the file's identity too, for a process
+    that outlives a build (the opt worker): a module compiled again is read again.
+    Forgets all once it holds `LIMIT`."""
 
-    __slots__ = ("seen",)
+    __slots__ = ("files", "seen")
     LIMIT = 1 << 16
 
-    def __init__(self) -> None:
+    def __init__(self, files: bool = False) -> None:
+        self.files = files
         self.seen: set[tuple[bytes, tuple[int, ...], FileIdentity]] = set()
 
-    @staticmethod
-    def identity(path: bytes) -> FileIdentity | None:
+    def identity(self, path: bytes) -> FileIdentity | None:
+        """The file's identity (a constant without `files`); None if it is not there."""
+        if not self.files:
+            return (0, 0, 0, 0)
         try:
             info = os.stat(path)
         except OSError:

@@ -180,7 +180,7 @@ class Planner:
                     sent["linker"] = linker.as_json()
                 message = json.dumps(sent).encode()
                 socket.send_fds(sock, [message], [write_end])
-            except OSError as err:  # or the planner has just gone: as if it had taken it
+            except OSError as err:  # it could not start, or has just gone (as if it had taken it)
                 with outcome.changed:
                     outcome.problem = str(err) if isinstance(err, CannotStart) else _GONE
             finally:

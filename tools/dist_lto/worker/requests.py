@@ -35,8 +35,9 @@ if TYPE_CHECKING:
     from dist_lto.worker.reuse import Backend, Store
     from dist_lto.worker.slots import Slots
 
-VERIFIED = VerifiedModules()
-"""The modules this worker's backends found to match their indexes, across requests."""
+VERIFIED = VerifiedModules(files=True)
+"""The modules this worker's backends found to match their indexes, across requests and
+builds."""
 
 
 def _options(argv: list[str]) -> "opt_request.Options | None":
