@@ -709,12 +709,7 @@ def test_a_crashing_compiler_leaves_no_reproducer_in_the_temporary_directory(
 ) -> None:
     """The real clang crashes (`#pragma clang __debug crash`, through a wrapper standing
     in for the backend) and writes its reproducer files under TMPDIR."""
-    for name, text in SMALL_PROGRAM.items():
-        (tmp_path / name).write_text(text)
-        subprocess.run([llvm.clang, "-O2", "-flto=thin", "-c", name], cwd=tmp_path, check=True)
-    subprocess.run([llvm.clang, "-flto=thin", "-fuse-ld=lld", "main.o", "twice.o", "add.o",
-                    "shout.o", "-o", "prog", "-Wl,--thinlto-index-only"],
-                   cwd=tmp_path, check=True)  # fmt: skip
+    small_program_indexed(tmp_path, llvm)
     (tmp_path / "crash.c").write_text("#pragma clang __debug crash\nint x;\n")
     wrapper = tmp_path / "crashing-clang"
     wrapper.write_text(f'#!/bin/sh\nwhile [ "$1" != -o ]; do shift; done\n'

@@ -408,6 +408,16 @@ def plan_command(indexed: Indexed, argv: list[str]) -> subprocess.CompletedProce
                           capture_output=True, text=True)  # fmt: skip
 
 
+def assert_the_command_writes(
+    indexed: Indexed, argv: list[str], through_worker: dict[str, bytes]
+) -> None:
+    """The plan request `argv` wrote into `planned/` what `dist-lto plan` writes there."""
+    shutil.rmtree(indexed.root / "planned")
+    proc = plan_command(indexed, argv[1:])
+    assert proc.returncode == 0, proc.stderr
+    assert written(indexed.root / "planned") == through_worker
+
+
 def planners(worker: int) -> list[int]:
     """The worker's planner processes (worker/plans.py)."""
     children = subprocess.run(["ps", "-ww", "-o", "pid=,args=", "--ppid", str(worker)],
@@ -423,10 +433,7 @@ def test_a_plan_request_writes_what_the_plan_command_writes_byte_for_byte(
     assert (reply.exit_code, reply.stderr) == (0, "")
     through_worker = written(indexed.root / "planned")
     assert "final-link.args" in through_worker and "index/main.o.thinlto.bc" in through_worker
-    shutil.rmtree(indexed.root / "planned")
-    proc = plan_command(indexed, argv[1:])
-    assert proc.returncode == 0, proc.stderr
-    assert written(indexed.root / "planned") == through_worker
+    assert_the_command_writes(indexed, argv, through_worker)
 
 
 def test_a_worker_on_a_standard_library_interpreter_plans_with_the_planner_python(
@@ -442,11 +449,7 @@ def test_a_worker_on_a_standard_library_interpreter_plans_with_the_planner_pytho
         assert (reply.exit_code, reply.stderr) == (0, "")
     finally:
         client.close()
-    through_worker = written(indexed.root / "planned")
-    shutil.rmtree(indexed.root / "planned")
-    proc = plan_command(indexed, argv[1:])
-    assert proc.returncode == 0, proc.stderr
-    assert written(indexed.root / "planned") == through_worker
+    assert_the_command_writes(indexed, argv, written(indexed.root / "planned"))
 
 
 def test_a_planner_python_that_cannot_start_fails_the_plan_with_one_line_naming_it(

@@ -260,7 +260,7 @@ def test_a_stale_imported_module_is_refused_with_a_remembered_table(
     for job in in_copy.jobs:  # the others still pass, each module checked once
         if job is not twice and imported not in job.inputs:
             check_primary(job.module, job.index, read_index(job.index).modules(), verified)
-    assert verified.seen and os.fsencode(imported) not in {path for path, _, _ in verified.seen}
+    assert verified.seen and os.fsencode(imported) not in {key[0] for key in verified.seen}
 
 
 # ---------------------------------------------------------------------------------

@@ -59,41 +59,41 @@ def read_head(path: str, what: str, size: int = 64) -> bytes:
 # Checks
 
 
-FileIdentity = tuple[int, int, int, int]
-"""A file's device, inode, size and modification time (ns)."""
-
-
 class VerifiedModules:
     """Modules found to match the hash an index recorded for them, each by its path and
     that hash: a distributor reads each of a link's modules once, not once for every
-    index that imports from it. With `files`, by the file's identity too, for a process
-    that outlives a build (the opt worker): a module compiled again is read again.
-    Forgets all once it holds `LIMIT`."""
+    index that imports from it. With `files`, by the file's identity too (device, inode,
+    size, modification time), for a process that outlives a build (the opt worker): a
+    module compiled again is read again. Forgets all once it holds `LIMIT`."""
 
     __slots__ = ("files", "seen")
     LIMIT = 1 << 16
 
     def __init__(self, files: bool = False) -> None:
         self.files = files
-        self.seen: set[tuple[bytes, tuple[int, ...], FileIdentity]] = set()
+        self.seen: set[tuple[object, ...]] = set()
 
-    def identity(self, path: bytes) -> FileIdentity | None:
-        """The file's identity (a constant without `files`); None if it is not there."""
+    def key(self, path: bytes, recorded: tuple[int, ...]) -> tuple[object, ...] | None:
+        """What a check of `path` is remembered by: with `files`, its identity taken now,
+        before it is read, so a change after that reads it again; None when it is not
+        there."""
         if not self.files:
-            return (0, 0, 0, 0)
+            return path, recorded
         try:
             info = os.stat(path)
         except OSError:
             return None
-        return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
+        return path, recorded, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
 
-    def holds(self, path: bytes, recorded: tuple[int, ...], file: FileIdentity) -> bool:
-        return (path, recorded, file) in self.seen
+    def __contains__(self, key: object) -> bool:
+        return key in self.seen
 
-    def add(self, path: bytes, recorded: tuple[int, ...], file: FileIdentity) -> None:
+    def add(self, key: tuple[object, ...] | None) -> None:
+        if key is None:
+            return
         if len(self.seen) >= self.LIMIT:
             self.seen.clear()
-        self.seen.add((path, recorded, file))
+        self.seen.add(key)
 
 
 def check_primary(
@@ -123,16 +123,15 @@ def check_primary(
             path, recorded = modules.paths[i], modules.hashes[i]
             if (i != primary and path == wanted) or not any(recorded):
                 continue
-            # The file's identity before it is read: a change after it reads it again.
-            file = verified.identity(path) if verified is not None else None
-            if verified is not None and file is not None and verified.holds(path, recorded, file):
+            key = verified.key(path, recorded) if verified is not None else None
+            if verified is not None and key in verified:
                 continue
             if i == primary:
                 _check_module_hash(module, index, recorded)
             else:  # a module it imports from
                 _check_module_hash(os.fsdecode(path), index, recorded, importer=module)
-            if verified is not None and file is not None:
-                verified.add(path, recorded, file)
+            if verified is not None:
+                verified.add(key)
         return
     known = [os.fsdecode(p) for p in modules.paths]
     hint = _closest(module, known)
