@@ -23,6 +23,7 @@ library only, and nothing of the package.
 """
 
 import importlib.util
+import io
 import marshal
 import os
 import re
@@ -132,9 +133,14 @@ def main(argv: list[str]) -> int:
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         with open(dest, "wb") as f:
             f.write(data)
-    with zipfile.ZipFile(os.path.join(out, ZIP), "w", zipfile.ZIP_STORED) as archive:
+    # Made in memory and written at once: Buck2's file watcher wakes for every write
+    # under the project, and the zip would take one per member header and body.
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
         for name, data in sorted(members.items()):
             archive.writestr(_entry(name), data)
+    with open(os.path.join(out, ZIP), "wb") as f:
+        f.write(buffer.getbuffer())
     return 0
 
 
