@@ -284,3 +284,43 @@ def test_a_captured_stream_keeps_its_limit_and_the_child_still_ends_with_its_sta
                         stdout=children.CAPTURE if both else children.DEVNULL)  # fmt: skip
     assert (done.status, done.stderr) == (3, b"x" * 1000)
     assert done.stdout == (b"y" * 100 if both else b"") and done.cpu > 0
+
+
+def test_a_scratch_directory_takes_the_temporaries_and_nothing_is_made_beside_the_output(
+    lua_thin_index: ThinIndex, tmp_path: Path, real_object: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dist_lto.backend import run_backend
+
+    monkeypatch.chdir(lua_thin_index.root)
+    scratch, out_dir = tmp_path / "scratch", tmp_path / "out"
+    scratch.mkdir()
+    out_dir.mkdir()
+    seen = tmp_path / "seen"
+    clang = fake_clang(
+        tmp_path, f'cp {real_object} "$out"; dirname "$out" > {seen}; ls -A {out_dir} >> {seen}'
+    )
+    run_backend([clang, "-c"], module=MODULE, output=str(out_dir / "m.o"), scratch=str(scratch))
+    assert seen.read_text() == f"{scratch}\n"  # clang wrote there; the output's directory was empty
+    assert os.listdir(out_dir) == ["m.o"]
+    assert (out_dir / "m.o").read_bytes() == real_object.read_bytes()
+    assert os.listdir(scratch) == []
+
+
+def test_a_failed_backend_leaves_nothing_in_the_scratch_directory_but_what_was_there(
+    lua_thin_index: ThinIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dist_lto.backend import BackendFailed, run_backend
+
+    monkeypatch.chdir(lua_thin_index.root)
+    scratch, out_dir = tmp_path / "scratch", tmp_path / "out"
+    scratch.mkdir()
+    out_dir.mkdir()
+    (scratch / "another-backend.o").write_bytes(b"not ours")
+    # As a clang killed mid-write leaves them: its own temporary, and a partial object.
+    clang = fake_clang(
+        tmp_path, 'echo partial > "${out%.o}-1a2b3c4d.o.tmp"; echo partial > "$out"; exit 1'
+    )
+    with pytest.raises(BackendFailed):
+        run_backend([clang, "-c"], module=MODULE, output=str(out_dir / "m.o"), scratch=str(scratch))
+    assert os.listdir(out_dir) == []
+    assert os.listdir(scratch) == ["another-backend.o"]

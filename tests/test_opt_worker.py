@@ -744,3 +744,21 @@ def test_lines_are_found_beside_the_ready_request_a_few_at_a_time_and_never_wait
                        [float(t) for e, t in runs if e == "end"], strict=True))  # fmt: skip
     assert len(spans) == 3 and all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
     assert notes == [f"{clang}: links run /usr/bin/ld.lld directly"] * 3
+
+
+def test_backends_write_in_the_workers_directory_only_on_their_outputs_file_system(
+    tmp_path: Path,
+) -> None:
+    from dist_lto.worker.requests import CompilerPool
+
+    scratch, out_dir = tmp_path / "worker-tmp", tmp_path / "out"
+    scratch.mkdir()
+    out_dir.mkdir()
+    pool = CompilerPool(str(tmp_path / "tools"), print, None, scratch=str(scratch))
+    assert pool.scratch_for(str(out_dir / "m.o")) == str(scratch)
+    assert pool.scratch_for(str(tmp_path / "missing" / "m.o")) is None
+    assert pool.scratch_device is not None
+    pool.scratch_device += 1  # as if the worker's directory were on another file system
+    assert pool.scratch_for(str(out_dir / "m.o")) is None
+    without = CompilerPool(str(tmp_path / "tools"), print, None)
+    assert without.scratch_for(str(out_dir / "m.o")) is None

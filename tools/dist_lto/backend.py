@@ -13,9 +13,10 @@ backend succeeds here only when
 - a requested split-DWARF file exists, or is created empty when the object holds no
   debug information to split.
 
-Outputs are written in a private temporary directory beside their final paths and
-renamed only after every check, so a failed or killed backend leaves nothing at them
-(and a failed one nothing beside them, not even clang's own temporaries).
+Outputs are written in a private temporary directory beside their final paths (or in
+the caller's own directory on their file system: the opt worker's) and renamed only
+after every check, so a failed or killed backend leaves nothing at them (and a failed
+one nothing beside them, not even clang's own temporaries).
 
 Shared by `dist-lto opt` and `dist-lto distribute`. Standard library only; clang runs
 through `process/children.py`, in a process group of its own.
@@ -315,6 +316,7 @@ def run_backend(
     dwo: str | None = None,
     on_start: "Callable[[int], None] | None" = None,
     runner: "Runner | None" = None,
+    scratch: str | None = None,
 ) -> bytes:
     """Run backend `command` (clang and its flags, without `-o`) writing `output` strictly.
 
@@ -323,15 +325,22 @@ def run_backend(
     (warnings) on success; raises BackendFailed (clang's status) or BadInput otherwise.
     `runner(argv, on_start)` runs clang: `children.run_tool` with TMPDIR in the private directory
     unless given (a distributor's fork server, `forkserver.ForkServer.run`; the
-    distributor gives all its compilers a private TMPDIR of its own).
+    distributor gives all its compilers a private TMPDIR of its own). The temporaries
+    go in a private directory made beside each output or, given `scratch`, under names
+    of their own in that directory of the caller's on the outputs' file system (the
+    opt worker's own: no directory made and removed per backend and, outside the
+    project, nothing for Buck2's file watcher to see but the finished object).
     """
     prepare_outputs(output, dwo)
-    work = _private_dir(output)
+    work = _private_dir(output) if scratch is None else scratch
     work_dwo = None
+    stem = "" if scratch is None else f".{os.urandom(6).hex()}-"
+    done = False
     try:
-        work_dwo = _private_dir(dwo) if dwo else None
-        tmp = os.path.join(work, os.path.basename(output))
-        tmp_dwo = os.path.join(work_dwo, os.path.basename(dwo)) if work_dwo and dwo else None
+        if dwo:
+            work_dwo = _private_dir(dwo) if scratch is None else scratch
+        tmp = os.path.join(work, stem + os.path.basename(output))
+        tmp_dwo = os.path.join(work_dwo, stem + os.path.basename(dwo)) if work_dwo and dwo else None
         argv = [*command, "-o", tmp]
         if dwo and tmp_dwo:
             argv += split_dwarf_flags(dwo, tmp_dwo)
@@ -358,10 +367,14 @@ def run_backend(
         if dwo and tmp_dwo:
             _finish_dwo(module, tmp, tmp_dwo, dwo, stderr)
         install(tmp, output)
+        done = True
     finally:
-        remove_private_dir(work)
-        if work_dwo:
-            remove_private_dir(work_dwo)
+        if scratch is None:
+            remove_private_dir(work)
+            if work_dwo:
+                remove_private_dir(work_dwo)
+        elif not done:  # what this backend and its clang left in the caller's directory
+            remove_named(scratch, stem)
     return stderr
 
 
@@ -380,15 +393,21 @@ def _private_dir(path: str) -> str:
     return work
 
 
-def remove_private_dir(work: str) -> None:
-    """Remove a private directory and the files a compiler left in it (it writes no
-    subdirectories there)."""
+def remove_named(directory: str, prefix: str) -> None:
+    """Remove the files in `directory` whose names start with `prefix`."""
     try:
-        names = os.listdir(work)
+        names = os.listdir(directory)
     except OSError:
         return
     for name in names:
-        remove_quietly(os.path.join(work, name))
+        if name.startswith(prefix):
+            remove_quietly(os.path.join(directory, name))
+
+
+def remove_private_dir(work: str) -> None:
+    """Remove a private directory and the files a compiler left in it (it writes no
+    subdirectories there)."""
+    remove_named(work, "")
     try:  # noqa: SIM105 (contextlib costs an import on the opt path)
         os.rmdir(work)
     except OSError:

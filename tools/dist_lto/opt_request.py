@@ -207,14 +207,16 @@ def execute(
     before_run: "Callable[[], None] | None" = None,
     reuse: "Callable[[list[str]], Backend | None] | None" = None,
     verified: "VerifiedModules | None" = None,
+    scratch: str | None = None,
 ) -> bytes:
     """Run the backend `opts` ask for (not `--print-command`); clang's warnings.
 
     The one path of `dist-lto opt` and of the opt worker (`dist_lto.worker`), which
     passes its served `runner`, its `reuse` store (`worker/reuse.py`: the
     object of this backend's last run when only modules it imports from changed, and
-    not what it imports) and the modules its requests have `verified`; `before_run` is
-    called once the checks have passed, just before clang starts.
+    not what it imports), the modules its requests have `verified` and its `scratch`
+    directory for clang's output (`run_backend`); `before_run` is called once the
+    checks have passed, just before clang starts.
     """
     check_outputs(opts)
     mode = split_dwarf_mode(opts)
@@ -231,7 +233,7 @@ def execute(
         before_run()
     warnings = run_backend(
         command, module=opts.input, output=opts.out, dwo=opts.dwo, on_start=on_start,
-        runner=runner,
+        runner=runner, scratch=scratch,
     )  # fmt: skip
     if seen is not None:
         seen.remember(warnings)

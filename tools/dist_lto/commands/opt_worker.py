@@ -153,7 +153,8 @@ def main(argv: list[str]) -> int:
 
     tmp = private_tmpdir("dist-lto-worker")
     env = None if tmp is None else {**os.environ, "TMPDIR": tmp}
-    pool = CompilerPool(default_cache_dir(), log, env, serve=not opts.no_compile_server)
+    pool = CompilerPool(default_cache_dir(), log, env, serve=not opts.no_compile_server,
+                        scratch=tmp)  # fmt: skip
     store = None
     if opts.reuse_dir:
         import time

@@ -217,10 +217,11 @@ class RunAhead:
             candidate.command = backend_command(opts, None)
             before, _ = _read(candidate.input, candidate.index)
             check_primary(candidate.input, candidate.index)
-            out = os.path.join(self._dir(), f"{number}.o")
+            scratch = self._dir()
+            out = os.path.join(scratch, f"{number}.o")
             candidate.warnings = run_backend(
                 candidate.command, module=candidate.input, output=out,
-                runner=self.runner(candidate.command[0]),
+                runner=self.runner(candidate.command[0]), scratch=scratch,
             )  # fmt: skip
             candidate.object = out
             candidate.read = before

@@ -65,6 +65,7 @@ class CompilerPool:
         note: "Callable[[str], None]",
         env: "Mapping[str, str] | None",
         serve: bool = True,
+        scratch: str | None = None,
     ) -> None:
         self.tools_dir = tools_dir
         self.serve = serve
@@ -72,6 +73,15 @@ class CompilerPool:
         self.note = note
         self.env = env
         """The compilers' environment (None: this process's)."""
+        self.scratch = scratch
+        """The worker's own directory (its compilers' TMPDIR), where a backend's clang
+        writes when it is on the output's file system (`scratch_for`)."""
+        self.scratch_device: int | None = None
+        if scratch is not None:
+            try:
+                self.scratch_device = os.stat(scratch).st_dev
+            except OSError:
+                self.scratch = None
         self.lock = threading.Lock()
         self.preload_lock = threading.Lock()
         self.warm_lock = threading.Lock()
@@ -139,6 +149,19 @@ class CompilerPool:
                                    self._server_trouble)  # fmt: skip
             self.all.append(taken)
             return taken
+
+    def scratch_for(self, output: str) -> str | None:
+        """Where clang writes the backend whose object goes to `output`, before the
+        object is checked and renamed into place (`backend.run_backend`): the worker's
+        own directory when `output` is on its file system, else None (a directory made
+        beside `output`)."""
+        if self.scratch is None:
+            return None
+        try:
+            device = os.stat(os.path.dirname(output) or ".").st_dev
+        except OSError:
+            return None
+        return self.scratch if device == self.scratch_device else None
 
     def warm(self, compiler: str) -> None:
         """Start one server of `compiler`'s backends unless the pool has one already: what a
@@ -288,7 +311,8 @@ def run_request(
                             lambda: running.stopped, size)  # fmt: skip
         with slots.request(opts.unweighted):  # a batch's backends one after another
             for backend in opts.backends():
-                warnings += _run_backend(backend, runner, running, store, ahead)
+                warnings += _run_backend(backend, runner, running, store, ahead,
+                                         scratch=pool.scratch_for(backend.out))  # fmt: skip
         return Reply(0, warnings)
     except Exception as err:
         return _failure(err, warnings)
@@ -304,11 +328,11 @@ def _failure(err: Exception, warnings: bytes) -> Reply:
 def _run_backend(
     backend: "opt_request.Options", runner: "Runner", running: Running,
     store: "Store | None", ahead: "RunAhead | None",
-    settled: "Callable[[], None] | None" = None,
+    settled: "Callable[[], None] | None" = None, scratch: str | None = None,
 ) -> bytes:  # fmt: skip
     """One backend of a request: its warnings; DistLtoError if it fails. `settled` is
     told before a wait that is not for a turn: for the backend that ran ahead, or for
-    the reuse store's answer."""
+    the reuse store's answer. `scratch`: where its clang writes (`CompilerPool.scratch_for`)."""
     try:
         adopted = _ran_ahead(ahead, store, backend, running, settled)
         if adopted is not None:
@@ -317,7 +341,7 @@ def _run_backend(
         if reuse is not None and settled is not None:
             reuse = _telling_first(settled, reuse)
         return opt_request.execute(backend, runner=runner, on_start=running.started,
-                                   reuse=reuse, verified=VERIFIED)  # fmt: skip
+                                   reuse=reuse, verified=VERIFIED, scratch=scratch)  # fmt: skip
     finally:
         running.close()
 
@@ -358,7 +382,8 @@ def _side_by_side(
                             sizes[i], queued.set)  # fmt: skip
         try:
             with slots.request(True):
-                warnings[i] = _run_backend(backend, runner, part, store, ahead, queued.set)
+                warnings[i] = _run_backend(backend, runner, part, store, ahead, queued.set,
+                                           pool.scratch_for(backend.out))  # fmt: skip
         except Exception as err:
             with lock:
                 failed.append((i, err))
