@@ -286,35 +286,45 @@ def test_a_captured_stream_keeps_its_limit_and_the_child_still_ends_with_its_sta
     assert done.stdout == (b"y" * 100 if both else b"") and done.cpu > 0
 
 
-def test_a_scratch_directory_takes_the_temporaries_and_nothing_is_made_beside_the_output(
-    lua_thin_index: ThinIndex, tmp_path: Path, real_object: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from dist_lto.backend import run_backend
-
+@pytest.fixture
+def scratch_and_out(
+    lua_thin_index: ThinIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Path, Path]:
+    """A caller's scratch directory and an empty output directory, in the index's root."""
     monkeypatch.chdir(lua_thin_index.root)
     scratch, out_dir = tmp_path / "scratch", tmp_path / "out"
     scratch.mkdir()
     out_dir.mkdir()
+    return scratch, out_dir
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["object", "object-and-dwo"])
+def test_a_scratch_directory_takes_the_temporaries_and_nothing_is_made_beside_the_outputs(
+    scratch_and_out: tuple[Path, Path], tmp_path: Path, debug_object: Path, split: bool
+) -> None:
+    from dist_lto.backend import run_backend
+
+    scratch, out_dir = scratch_and_out
     seen = tmp_path / "seen"
-    clang = fake_clang(
-        tmp_path, f'cp {real_object} "$out"; dirname "$out" > {seen}; ls -A {out_dir} >> {seen}'
-    )
-    run_backend([clang, "-c"], module=MODULE, output=str(out_dir / "m.o"), scratch=str(scratch))
-    assert seen.read_text() == f"{scratch}\n"  # clang wrote there; the output's directory was empty
-    assert os.listdir(out_dir) == ["m.o"]
-    assert (out_dir / "m.o").read_bytes() == real_object.read_bytes()
+    body = f'cp {debug_object} "$out"; [ -z "$dwo" ] || printf split > "$dwo"; dirname "$out" $dwo'
+    clang = fake_clang(tmp_path, f"{body} > {seen}; ls -A {out_dir} >> {seen}")
+    out, dwo = out_dir / "m.o", out_dir / "m.dwo"
+    run_backend([clang, "-c"], module=MODULE, output=str(out), dwo=str(dwo) if split else None,
+                scratch=str(scratch))  # fmt: skip
+    # clang wrote there, and the outputs' directory was empty meanwhile
+    assert seen.read_text() == f"{scratch}\n" * (2 if split else 1)
+    assert out.read_bytes() == debug_object.read_bytes()
+    assert sorted(os.listdir(out_dir)) == (["m.dwo", "m.o"] if split else ["m.o"])
+    assert not split or dwo.read_bytes() == b"split"
     assert os.listdir(scratch) == []
 
 
 def test_a_failed_backend_leaves_nothing_in_the_scratch_directory_but_what_was_there(
-    lua_thin_index: ThinIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    scratch_and_out: tuple[Path, Path], tmp_path: Path
 ) -> None:
     from dist_lto.backend import BackendFailed, run_backend
 
-    monkeypatch.chdir(lua_thin_index.root)
-    scratch, out_dir = tmp_path / "scratch", tmp_path / "out"
-    scratch.mkdir()
-    out_dir.mkdir()
+    scratch, out_dir = scratch_and_out
     (scratch / "another-backend.o").write_bytes(b"not ours")
     # As a clang killed mid-write leaves them: its own temporary, and a partial object.
     clang = fake_clang(

@@ -757,6 +757,8 @@ def test_backends_write_in_the_workers_directory_only_on_their_outputs_file_syst
     pool = CompilerPool(str(tmp_path / "tools"), print, None, scratch=str(scratch))
     assert pool.scratch_for(str(out_dir / "m.o")) == str(scratch)
     assert pool.scratch_for(str(tmp_path / "missing" / "m.o")) is None
+    assert pool.scratch_for(str(out_dir / "m.o"), str(out_dir / "m.dwo")) == str(scratch)
+    assert pool.scratch_for(str(out_dir / "m.o"), str(tmp_path / "missing" / "m.dwo")) is None
     assert pool.scratch_device is not None
     pool.scratch_device += 1  # as if the worker's directory were on another file system
     assert pool.scratch_for(str(out_dir / "m.o")) is None

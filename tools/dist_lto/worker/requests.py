@@ -150,18 +150,21 @@ class CompilerPool:
             self.all.append(taken)
             return taken
 
-    def scratch_for(self, output: str) -> str | None:
-        """Where clang writes the backend whose object goes to `output`, before the
-        object is checked and renamed into place (`backend.run_backend`): the worker's
-        own directory when `output` is on its file system, else None (a directory made
-        beside `output`)."""
+    def scratch_for(self, output: str, dwo: str | None = None) -> str | None:
+        """Where clang writes the backend whose object goes to `output` (and split DWARF
+        to `dwo`), before they are checked and renamed into place
+        (`backend.run_backend`): the worker's own directory when they are on its file
+        system, else None (a directory made beside each)."""
         if self.scratch is None:
             return None
-        try:
-            device = os.stat(os.path.dirname(output) or ".").st_dev
-        except OSError:
-            return None
-        return self.scratch if device == self.scratch_device else None
+        for path in (output, dwo) if dwo else (output,):
+            try:
+                device = os.stat(os.path.dirname(path) or ".").st_dev
+            except OSError:
+                return None
+            if device != self.scratch_device:
+                return None
+        return self.scratch
 
     def warm(self, compiler: str) -> None:
         """Start one server of `compiler`'s backends unless the pool has one already: what a
@@ -311,8 +314,8 @@ def run_request(
                             lambda: running.stopped, size)  # fmt: skip
         with slots.request(opts.unweighted):  # a batch's backends one after another
             for backend in opts.backends():
-                warnings += _run_backend(backend, runner, running, store, ahead,
-                                         scratch=pool.scratch_for(backend.out))  # fmt: skip
+                scratch = pool.scratch_for(backend.out, backend.dwo)
+                warnings += _run_backend(backend, runner, running, store, ahead, None, scratch)
         return Reply(0, warnings)
     except Exception as err:
         return _failure(err, warnings)
@@ -383,7 +386,7 @@ def _side_by_side(
         try:
             with slots.request(True):
                 warnings[i] = _run_backend(backend, runner, part, store, ahead, queued.set,
-                                           pool.scratch_for(backend.out))  # fmt: skip
+                                           pool.scratch_for(backend.out, backend.dwo))  # fmt: skip
         except Exception as err:
             with lock:
                 failed.append((i, err))
