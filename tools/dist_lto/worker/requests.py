@@ -315,7 +315,7 @@ def run_request(
         with slots.request(opts.unweighted):  # a batch's backends one after another
             for backend in opts.backends():
                 scratch = pool.scratch_for(backend.out, backend.dwo)
-                warnings += _run_backend(backend, runner, running, store, ahead, None, scratch)
+                warnings += _run_backend(backend, runner, running, store, ahead, scratch=scratch)
         return Reply(0, warnings)
     except Exception as err:
         return _failure(err, warnings)
