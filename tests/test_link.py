@@ -172,6 +172,25 @@ def test_the_final_link_writes_a_hidden_temporary_renamed_over_the_output(
     assert (run.returncode, run.stdout) == (0, _expected(WORDS))
 
 
+def test_a_final_link_that_dies_mid_write_leaves_no_temporary_of_its_own(
+    captured: Path, llvm: Llvm, dist_lto_cmd: list[str], tmp_path: Path
+) -> None:
+    """As a linker caught by a stop before it removes its own temporary of the output."""
+    dying = tmp_path / "clang-dying"  # a driver: the backends run through it too
+    dying.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in *final-link.args*) ;; *) exec ' + llvm.clang + ' "$@";; esac\n'
+        'while [ "$1" != -o ]; do shift; done\n'
+        'echo partial > "$2.tmp1a2b3c4"; kill -KILL $$\n'
+    )
+    dying.chmod(0o755)
+    command = [str(dying), "-fuse-ld=lld", "-O2", "-o", "app"]
+    replan(dist_lto_cmd, captured, command)
+    done = link(dist_lto_cmd, captured, "--no-cache", "--quiet", command=command)
+    assert done.returncode == 128 + 9, done.stderr
+    assert not [p.name for p in captured.iterdir() if "app" in p.name]
+
+
 def test_plans_that_were_not_written_are_bad_input_and_nothing_runs(
     captured: Path, llvm: Llvm, dist_lto_cmd: list[str]
 ) -> None:

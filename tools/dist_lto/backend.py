@@ -29,6 +29,7 @@ from dist_lto.errors import EXIT_INTERNAL, BadInput, DistLtoError
 from dist_lto.fsutil import (
     install,
     read_input,
+    remove_named,
     remove_output,
     remove_quietly,
     scratch_path_for,
@@ -391,17 +392,6 @@ def _private_dir(path: str) -> str:
             f"{path}: cannot create a temporary directory beside it: {err.strerror}"
         ) from None
     return work
-
-
-def remove_named(directory: str, prefix: str) -> None:
-    """Remove the files in `directory` whose names start with `prefix`."""
-    try:
-        names = os.listdir(directory)
-    except OSError:
-        return
-    for name in names:
-        if name.startswith(prefix):
-            remove_quietly(os.path.join(directory, name))
 
 
 def remove_private_dir(work: str) -> None:

@@ -198,6 +198,17 @@ def remove_quietly(path: str) -> None:
         pass
 
 
+def remove_named(directory: str, prefix: str) -> None:
+    """Remove the files in `directory` whose names start with `prefix`, best effort."""
+    try:
+        names = os.listdir(directory or ".")
+    except OSError:
+        return
+    for name in names:
+        if name.startswith(prefix):
+            remove_quietly(os.path.join(directory, name))
+
+
 def remove_tree(path: str) -> None:
     """Remove the directory `path` and everything below it, best effort, and to the end
     when a stop signal arrives meanwhile: its StopRequested goes on once the tree is gone

@@ -12,7 +12,6 @@ link line and `--out-dir`, it first prepares the archives, writes the meta file
 """
 
 import argparse
-import contextlib
 import os
 import stat
 
@@ -22,7 +21,7 @@ from dist_lto.distribute.session import run_jobs, write_trace
 from dist_lto.errors import BadInput, DistLtoError
 from dist_lto.formats.jobfile import JobFile
 from dist_lto.formats.meta import read_meta
-from dist_lto.fsutil import temp_path_for
+from dist_lto.fsutil import remove_named, temp_path_for
 from dist_lto.llvm import link_command
 from dist_lto.planning.jobs import job_file
 from dist_lto.process import children
@@ -149,8 +148,9 @@ def _make_output_dirs(files: JobFile) -> None:
 def _final_link(command: list[str], args_file: str) -> None:
     """`COMMAND @args_file`, its output and errors on ours; its status passes through. The
     linker writes a hidden temporary beside the output, renamed over it on success and
-    removed otherwise, so a linker killed mid-write leaves no `OUTPUT.tmpXXXXXX` of its
-    own at a visible name."""
+    removed otherwise, with any temporary the linker made of it in turn
+    (`.OUTPUT.tmp-...tmpXXXXXX`, which a linker stopped at the wrong moment leaves), so
+    a stopped link leaves nothing of its own beside the output."""
     argv = [*command, f"@{args_file}"]
     run, temporary, output = _through_temporary(command)
     try:
@@ -172,9 +172,8 @@ def _final_link(command: list[str], args_file: str) -> None:
                 ) from None
             temporary = ""
     finally:
-        if temporary:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
+        if temporary:  # the linker has gone (`children.run` waits for its group)
+            remove_named(os.path.dirname(temporary), os.path.basename(temporary))
 
 
 def _through_temporary(command: list[str]) -> tuple[list[str], str, str]:
