@@ -385,8 +385,9 @@ def _side_by_side(
                             sizes[i], queued.set)  # fmt: skip
         try:
             with slots.request(True):
+                scratch = pool.scratch_for(backend.out, backend.dwo)
                 warnings[i] = _run_backend(backend, runner, part, store, ahead, queued.set,
-                                           pool.scratch_for(backend.out, backend.dwo))  # fmt: skip
+                                           scratch=scratch)  # fmt: skip
         except Exception as err:
             with lock:
                 failed.append((i, err))
