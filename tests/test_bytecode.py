@@ -4,8 +4,11 @@ when they run for real, and the files that are not modules beside it."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import py_compile
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -13,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from dist_lto import bytecode
+from dist_lto.distribute import result_cache
 from support.links import SMALL_PROGRAM
 from support.tools import Llvm
 
@@ -23,12 +27,16 @@ OTHER_FILES = ["process/cc1server.cpp", "process/forkserver.c", "process/jobsock
 """What the toolchain's `dist_lto_srcs` adds to the modules (BUCK)."""
 
 
-def build(out: Path) -> subprocess.CompletedProcess[str]:
-    """The `python_compile` action's command, on this checkout's sources."""
-    files = SOURCES + [PACKAGE / rel for rel in OTHER_FILES]
-    pairs = [f"{p.relative_to(PACKAGE.parent)}={p}" for p in files]
-    return subprocess.run([sys.executable, "-S", "-E", str(PACKAGE / "bytecode.py"), str(out),
-                           *pairs], capture_output=True, text=True)  # fmt: skip
+def build(
+    out: Path, cache: Path | None = None, package: Path = PACKAGE
+) -> subprocess.CompletedProcess[str]:
+    """The `python_compile` action's command, on `package`'s sources (this checkout's),
+    with `cache` as XDG_CACHE_HOME (None: no cache directory at all)."""
+    files = sorted(package.rglob("*.py")) + [package / rel for rel in OTHER_FILES]
+    pairs = [f"{p.relative_to(package.parent)}={p}" for p in files]
+    env = {"PATH": os.environ["PATH"]} | ({"XDG_CACHE_HOME": str(cache)} if cache else {})
+    return subprocess.run([sys.executable, "-S", "-E", str(package / "bytecode.py"), str(out),
+                           *pairs], capture_output=True, text=True, env=env)  # fmt: skip
 
 
 _FROM_ZIP = "import sys; sys.path.insert(0, sys.argv[1]); exec(sys.argv[2])"
@@ -48,7 +56,7 @@ def compiled(out: Path) -> set[str]:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("bytecode") / "pkg"
-    proc = build(out)
+    proc = build(out, cache=None)
     assert (proc.returncode, proc.stderr) == (0, "")
     return out
 
@@ -141,11 +149,103 @@ def test_the_launcher_runs_the_package_from_the_zip_and_finds_its_other_files(bu
 
 def test_the_package_is_the_same_bytes_every_time(built: Path, tmp_path: Path) -> None:
     again = tmp_path / "pkg"
-    assert build(again).returncode == 0
-    files = sorted(p.relative_to(built) for p in built.rglob("*") if p.is_file())
-    assert files == sorted(p.relative_to(again) for p in again.rglob("*") if p.is_file())
-    for rel in files:
-        assert (built / rel).read_bytes() == (again / rel).read_bytes(), rel
+    assert build(again, cache=None).returncode == 0
+    assert same_files(built, again)
+
+
+def same_files(one: Path, other: Path) -> bool:
+    files = sorted(p.relative_to(one) for p in one.rglob("*") if p.is_file())
+    if files != sorted(p.relative_to(other) for p in other.rglob("*") if p.is_file()):
+        return False
+    return all((one / rel).read_bytes() == (other / rel).read_bytes() for rel in files)
+
+
+def kept(cache: Path) -> list[Path]:
+    return sorted((cache / "dist-lto" / "bytecode").iterdir())
+
+
+def copy_of_package(dest: Path) -> Path:
+    shutil.copytree(PACKAGE, dest / "dist_lto", ignore=shutil.ignore_patterns("__pycache__"))
+    return dest / "dist_lto"
+
+
+def test_a_package_made_once_is_taken_from_the_cache_and_a_damaged_entry_made_again(
+    built: Path, tmp_path: Path
+) -> None:
+    cache = tmp_path / "cache"
+    assert build(tmp_path / "first", cache).returncode == 0
+    (entry,) = kept(cache)
+    # What the entry holds is what a build takes, without compiling.
+    other = b"a zip of other bytes"
+    entry.write_bytes(hashlib.sha256(other).digest() + other)
+    assert build(tmp_path / "second", cache).returncode == 0
+    assert (tmp_path / "second" / bytecode.ZIP).read_bytes() == other
+    # A damaged entry (cut short) is not taken: the package is made and kept again.
+    whole = hashlib.sha256((built / bytecode.ZIP).read_bytes()).digest()
+    entry.write_bytes(whole + (built / bytecode.ZIP).read_bytes()[:100])
+    assert build(tmp_path / "third", cache).returncode == 0
+    assert same_files(built, tmp_path / "third")
+    assert kept(cache) == [entry]
+    assert entry.read_bytes() == whole + (built / bytecode.ZIP).read_bytes()
+
+
+def test_a_changed_source_is_a_new_entry_and_the_least_recently_used_go(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    package = copy_of_package(tmp_path / "src")
+    marked = None
+    for i in range(bytecode.KEPT + 2):
+        source = (PACKAGE / "opt_request.py").read_bytes() + f"\nVERSION = {i}\n".encode()
+        (package / "opt_request.py").write_bytes(source)
+        assert build(tmp_path / f"out{i}", cache, package).returncode == 0
+        with zipfile.ZipFile(tmp_path / f"out{i}" / bytecode.ZIP) as archive:
+            code = archive.read("dist_lto/opt_request.pyc")
+        assert code == bytecode.bytecode(source, "dist_lto/opt_request.py")
+        assert len(kept(cache)) == min(i + 1, bytecode.KEPT)
+        if i >= bytecode.KEPT:
+            assert marked not in kept(cache)
+        # Whichever was used least recently goes first.
+        marked = kept(cache)[0]
+        os.utime(marked, (1, 1))
+
+
+@pytest.mark.parametrize(
+    "env",
+    [{"XDG_CACHE_HOME": "/x"}, {"XDG_CACHE_HOME": "rel", "HOME": "/"}, {"HOME": "/"},
+     {"HOME": "/no/such/dir"}, {}],
+)  # fmt: skip
+def test_the_cache_is_where_the_packages_other_caches_are(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("XDG_CACHE_HOME", "HOME"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert bytecode.user_cache_dir() == result_cache.user_cache_dir()
+
+
+def test_a_cache_entry_that_is_not_a_regular_file_is_not_read(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    assert build(tmp_path / "first", cache).returncode == 0
+    (entry,) = kept(cache)
+    entry.unlink()
+    os.mkfifo(entry)  # opening it to read would wait for a writer forever
+    proc = build(tmp_path / "second", cache)
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert same_files(tmp_path / "first", tmp_path / "second")
+
+
+def test_without_a_cache_directory_nothing_is_kept_and_the_package_is_made(
+    built: Path, tmp_path: Path
+) -> None:
+    unusable = tmp_path / "unusable"
+    unusable.mkdir()
+    (unusable / "dist-lto").write_text("a file where the cache's directory would be\n")
+    for cache in (None, unusable):
+        out = tmp_path / f"pkg-{cache is None}"
+        proc = build(out, cache)
+        assert (proc.returncode, proc.stderr) == (0, "")
+        assert same_files(built, out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pkg-False", "pkg-True", "unusable"]
 
 
 _LOADED = (

@@ -6,7 +6,8 @@
 #
 # The sources are artifacts; the modules go into one zip, those our actions import
 # compiled once to bytecode (without it every opt action would compile them again:
-# docs/opt.md);
+# docs/opt.md), or taken from the user's cache when a build in another buck-out made
+# the same zip from the same sources (dist_lto/bytecode.py);
 # every action that runs a tool gets the package as an input, so a remote worker needs
 # nothing of ours installed.
 
