@@ -360,6 +360,10 @@ def test_a_worker_killed_mid_build_fails_only_its_actions_and_the_next_build_suc
     wait_until(lambda: worker_pid() is not None and len(done()) >= 2, what="two opt objects")
     pid = worker_pid()
     assert pid is not None
+    environ = dict(
+        v.split("=", 1) for v in Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in v
+    )
+    (private,) = Path(environ.get("TMPDIR") or "/tmp").glob(f"dist-lto-worker-{pid}-*")
     os.kill(pid, signal.SIGKILL)
     status, stderr = build.finish()
     assert status != 0
@@ -378,10 +382,14 @@ def test_a_worker_killed_mid_build_fails_only_its_actions_and_the_next_build_suc
     wait_until(lambda: not [c for c in processes_in(buck2.project).values() if "clang" in c],
                timeout=10, what="the killed worker's compilers to end")  # fmt: skip
 
+    # The killed worker could not remove its directory (its compilers' TMPDIR, where its
+    # backends write): the next worker does.
+    assert private.is_dir()
     buck2.build(target)
     rerun = {r.identifier.rsplit(":", 1)[-1] for r in opt_ran(buck2)}
     # What finished before the kill is not run again.
     assert rerun and not rerun & finished, (rerun, finished)
+    assert not private.exists()
 
 
 def test_buck2_kill_mid_build_leaves_no_worker_and_no_compiler(

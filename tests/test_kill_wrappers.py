@@ -83,8 +83,8 @@ def setups(llvm: Llvm) -> dict[str, Callable[[Path, Path], list[str]]]:
     return {"plan": plan, "link": link, "upstream plan": upstream}
 
 
-def stop_after(argv: list[str], work: Path, delay: float, how: str) -> int:
-    proc = subprocess.Popen([*DIST_LTO, *argv], cwd=work, start_new_session=True,
+def stop_after(argv: list[str], work: Path, delay: float, how: str, env: dict[str, str]) -> int:
+    proc = subprocess.Popen([*DIST_LTO, *argv], cwd=work, start_new_session=True, env=env,
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)  # fmt: skip
     try:
@@ -115,12 +115,17 @@ def test_stopped_at_random_moments_leaves_no_process_no_partial_output_and_rerun
     assert done.returncode == 0, done.stderr
     reference = files(reference_dir)
     rng = random.Random(f"stop {tool}")
+    # The tools' own private directories (the compilers' TMPDIR, the index step's
+    # scratch outside Buck2) go there: a rerun removes what a killed run left.
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmpdir)}
     for n in range(STOPS):
         work = tmp_path / f"run{n}"
         (tmp_path / "wrapper.pids").unlink(missing_ok=True)
         assert setup(work, wrap) == argv
         delay, how = rng.uniform(0.05, length), HOW[n % len(HOW)]
-        status = stop_after(argv, work, delay, how)
+        status = stop_after(argv, work, delay, how, env)
         pids = [int(x) for x in (tmp_path / "wrapper.pids").read_text().split()] if (
             tmp_path / "wrapper.pids").exists() else []  # fmt: skip
         wait_until(f"stop {n} ({how} at {delay:.2f} s): the wrappers and their children gone",
@@ -139,8 +144,9 @@ def test_stopped_at_random_moments_leaves_no_process_no_partial_output_and_rerun
         for path in [p for p in work.rglob(".*") if p.is_dir() and ".tmp-" in p.name]:
             shutil.rmtree(path)  # a killed backend's private directory: the build's to clear
         rerun = subprocess.run([*DIST_LTO, *argv], cwd=work, capture_output=True, text=True,
-                               timeout=300)  # fmt: skip
+                               timeout=300, env=env)  # fmt: skip
         assert rerun.returncode == 0, f"stop {n} ({how}): rerun: {rerun.stderr}"
+        assert list(tmpdir.iterdir()) == [], f"stop {n} ({how} at {delay:.2f} s): TMPDIR"
         again = {k: v for k, v in files(work).items()
                  if not os.path.basename(k).startswith(".")}  # fmt: skip
         assert again == reference, f"stop {n} ({how} at {delay:.2f} s): the rerun differs"

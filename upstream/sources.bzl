@@ -88,6 +88,7 @@ DIST_LTO_SOURCES = [
     "dist_lto/report/model.py",
     "dist_lto/report/text.py",
     "dist_lto/report/timeline.py",
+    "dist_lto/tmpdirs.py",
     "dist_lto/upstream/__init__.py",
     "dist_lto/upstream/copy_member.py",
     "dist_lto/upstream/formats.py",

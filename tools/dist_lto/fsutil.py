@@ -283,18 +283,3 @@ def write_failure(err: OSError, path: str | None = None) -> DistLtoError:
                      errno.ENXIO)  # fmt: skip
     kind = BadInput if err.errno in path_problems else DistLtoError
     return kind(f"{path or err.filename}: cannot write: {err.strerror or err}")
-
-
-def private_tmpdir(prefix: str) -> str | None:
-    """A new directory for compilers' TMPDIR, which its owner removes when it is done: a
-    compiler that crashes writes its reproducer files (preprocessed source, run script)
-    there, and a build must not leave them in the user's temporary directory. None when
-    it cannot be made (the compilers then get TMPDIR as it is). Made by hand: `tempfile`
-    and `shutil` cost start-up imports that the distributor otherwise never needs."""
-    base = os.environ.get("TMPDIR") or "/tmp"
-    path = os.path.join(base, f"{prefix}-{os.getpid()}-{os.urandom(6).hex()}")
-    try:
-        os.mkdir(path, 0o700)
-    except OSError:
-        return None
-    return path

@@ -12,11 +12,10 @@ import os
 import threading
 
 from dist_lto import TYPE_CHECKING
-from dist_lto.backend import remove_private_dir
 from dist_lto.cli import argument_parser, parse, scan
 from dist_lto.errors import BadInput
-from dist_lto.fsutil import private_tmpdir
 from dist_lto.process.children import PARENT_POLL_SECONDS
+from dist_lto.tmpdirs import private_tmpdir, remove_private_tmpdir
 
 if TYPE_CHECKING:
     import argparse
@@ -199,7 +198,7 @@ def main(argv: list[str]) -> int:
         except OSError:
             pass
         if tmp is not None:
-            remove_private_dir(tmp)
+            remove_private_tmpdir(tmp)
     return 128 + stopped_by[0] if stopped_by else 0
 
 

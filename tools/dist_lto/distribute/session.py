@@ -16,13 +16,13 @@ import stat
 import threading
 
 from dist_lto import TYPE_CHECKING
-from dist_lto.backend import remove_private_dir
 from dist_lto.distribute.pool import Pool
 from dist_lto.distribute.relocation import with_module_models
 from dist_lto.distribute.tiers import Tiers
 from dist_lto.errors import BadInput, DistLtoError
-from dist_lto.fsutil import open_input, private_tmpdir, remove_quietly
+from dist_lto.fsutil import open_input, remove_quietly
 from dist_lto.process import children
+from dist_lto.tmpdirs import private_tmpdir, remove_private_tmpdir
 
 if TYPE_CHECKING:
     from dist_lto.distribute.cache_key import KeyMaker
@@ -292,7 +292,7 @@ def run_jobs(
         if children.gone_parent():
             _remove_linker_temporaries(files, children.gone_parent())
         if private_tmp is not None:
-            remove_private_dir(private_tmp)
+            remove_private_tmpdir(private_tmp)
         if cache is not None:
             cache.record_use(distribution.cached, tiers.misses, tiers.stored)
         if own_trace:

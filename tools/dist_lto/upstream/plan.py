@@ -42,6 +42,7 @@ from dist_lto.llvm.index_step import is_raw_linker
 from dist_lto.output_paths import refuse_overlaps
 from dist_lto.planning import planner as ours
 from dist_lto.process import parts
+from dist_lto.tmpdirs import private_tmpdir, remove_private_tmpdir
 from dist_lto.upstream import formats
 from dist_lto.upstream.formats import (
     IndexCommand,
@@ -315,13 +316,18 @@ def parse_args(argv: list[str]) -> Options:
     return Options(args.meta, args.index, args.link_plan, args.final_link_index, command, args.jobs)
 
 
-def _scratch_dir() -> str:
-    """A private directory for the index step, removed afterwards (Buck2 gives each action
-    one in BUCK_SCRATCH_PATH)."""
+def _scratch_dir() -> tuple[str, bool]:
+    """A private directory for the index step, removed afterwards: in the one Buck2 gives
+    each action (BUCK_SCRATCH_PATH), else in TMPDIR, where one a killed run left is
+    removed by the next (`tmpdirs.py`); and whether it is the latter."""
     base = os.environ.get("BUCK_SCRATCH_PATH")
     if base:
         os.makedirs(base, exist_ok=True)
-    return tempfile.mkdtemp(prefix="dist-lto-plan-", dir=base or None)
+        return tempfile.mkdtemp(prefix="dist-lto-plan-", dir=base), False
+    private = private_tmpdir("dist-lto-plan")
+    if private is None:
+        return tempfile.mkdtemp(prefix="dist-lto-plan-"), False
+    return private, True
 
 
 def main(argv: list[str]) -> int:
@@ -330,11 +336,14 @@ def main(argv: list[str]) -> int:
     cmd = split_index_command(opts.command)
     line = read_argsfile(cmd.argsfile)
     check_outputs(opts, up, cmd)
-    scratch = _scratch_dir()
+    scratch, private = _scratch_dir()
     try:
         run(opts, up, cmd, line, scratch)
     finally:
-        remove_tree(scratch)
+        if private:
+            remove_private_tmpdir(scratch)
+        else:
+            remove_tree(scratch)
     return 0
 
 
