@@ -223,6 +223,20 @@ def test_the_cache_is_where_the_packages_other_caches_are(
     assert bytecode.user_cache_dir() == result_cache.user_cache_dir()
 
 
+def test_a_cache_entry_serves_where_it_cannot_be_marked_as_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = b"the zip"
+    (tmp_path / "k.zip").write_bytes(hashlib.sha256(made).digest() + made)
+
+    def refused(*_args: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "utime", refused)  # a cache this user may read, not change
+    assert bytecode.cached(str(tmp_path), "k", 100) == made
+    assert bytecode.cached(str(tmp_path), "k", 3) is None  # larger than a zip may be
+
+
 def test_a_cache_entry_that_is_not_a_regular_file_is_not_read(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     assert build(tmp_path / "first", cache).returncode == 0
