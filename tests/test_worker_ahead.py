@@ -190,6 +190,34 @@ def test_pruning_removes_run_ahead_directories_that_killed_workers_left(tmp_path
     assert not left.exists() and running.is_dir() and links.is_dir()
 
 
+def test_a_workers_start_prunes_the_store_when_no_worker_has_for_an_hour(tmp_path: Path) -> None:
+    from dist_lto.worker import reuse
+    from dist_lto.worker.reuse import Store
+
+    store = Store(str(tmp_path / "store"), print)
+    objects = Path(store.root) / "objects"
+    objects.mkdir(parents=True)
+
+    def orphan(name: str) -> Path:  # an object no slot names, from before this start
+        path = objects / name
+        path.write_bytes(b"\x7fELF")
+        return path
+
+    first = orphan("a" * 64)
+    assert store.prune_when_due(time.time() + 1) == 1 and not first.exists()
+    second = orphan("b" * 64)
+    killed = Path(store.root) / "ahead-killed"  # left by a killed worker's backends run ahead
+    killed.mkdir()
+    os.utime(killed, (time.time() - 60, time.time() - 60))
+    # Pruned a moment ago: only what killed workers left goes.
+    assert store.prune_when_due(time.time() + 1) == 1
+    assert second.exists() and not killed.exists()
+    stamp = Path(store.root) / "pruned"
+    hour_ago = time.time() - reuse.PRUNE_SECONDS - 1
+    os.utime(stamp, (hour_ago, hour_ago))
+    assert store.prune_when_due(time.time() + 1) == 1 and not second.exists()
+
+
 def test_a_store_on_another_file_system_than_the_outputs_stops_running_ahead(
     root: Path, llvm: Llvm
 ) -> None:
