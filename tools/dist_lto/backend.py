@@ -31,6 +31,7 @@ from dist_lto.fsutil import (
     read_input,
     remove_named,
     remove_output,
+    remove_private_dir,
     remove_quietly,
     scratch_path_for,
     writes_through,
@@ -392,16 +393,6 @@ def _private_dir(path: str) -> str:
             f"{path}: cannot create a temporary directory beside it: {err.strerror}"
         ) from None
     return work
-
-
-def remove_private_dir(work: str) -> None:
-    """Remove a private directory and the files a compiler left in it (it writes no
-    subdirectories there)."""
-    remove_named(work, "")
-    try:  # noqa: SIM105 (contextlib costs an import on the opt path)
-        os.rmdir(work)
-    except OSError:
-        pass
 
 
 def _finish_dwo(module: str, obj: str, tmp_dwo: str, dwo: str, stderr: bytes) -> None:

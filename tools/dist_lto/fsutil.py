@@ -209,6 +209,20 @@ def remove_named(directory: str, prefix: str) -> None:
             remove_quietly(os.path.join(directory, name))
 
 
+def remove_private_dir(path: str) -> None:
+    """Remove a private directory and what is in it, best effort: the files a compiler
+    leaves there by hand, a tree below it (rare: a tool's scratch) through `remove_tree`,
+    so that removing a compiler's directory imports nothing."""
+    remove_named(path, "")
+    try:
+        os.rmdir(path)
+    except OSError as err:
+        import errno  # only on this path: `dist-lto opt` imports this module per action
+
+        if err.errno == errno.ENOTEMPTY:
+            remove_tree(path)
+
+
 def remove_tree(path: str) -> None:
     """Remove the directory `path` and everything below it, best effort, and to the end
     when a stop signal arrives meanwhile: its StopRequested goes on once the tree is gone

@@ -10,11 +10,10 @@ free. A lock, unlike a process id, is released by the kernel when its holder die
 whichever PID namespace it ran in. Standard library only.
 """
 
-import errno
 import os
 import stat
 
-from dist_lto.fsutil import remove_named, remove_tree
+from dist_lto.fsutil import remove_private_dir
 
 OWNER = ".owner"
 """The file in a private directory that its owner holds locked."""
@@ -47,7 +46,7 @@ def private_tmpdir(prefix: str) -> str | None:
     except OSError:
         if fd >= 0:
             os.close(fd)
-        _remove_files_and_dir(making)
+        remove_private_dir(making)
         return None
     _held[path] = fd
     return path
@@ -56,7 +55,7 @@ def private_tmpdir(prefix: str) -> str | None:
 def remove_private_tmpdir(path: str) -> None:
     """Remove a directory `private_tmpdir` made and everything in it, then let go of its
     lock."""
-    _remove_files_and_dir(path)
+    remove_private_dir(path)
     fd = _held.pop(path, None)
     if fd is not None:
         os.close(fd)
@@ -91,7 +90,7 @@ def remove_abandoned(base: str, prefix: str) -> int:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 continue
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            _remove_files_and_dir(entry.path)
+            remove_private_dir(entry.path)
             removed += 1
         except OSError:
             continue  # its owner lives
@@ -111,14 +110,3 @@ def _named_by(name: str, prefix: str) -> bool:
         return False
     pid, _, random = name[len(prefix) + 1 :].partition("-")
     return pid.isdigit() and len(random) == 12 and all(c in "0123456789abcdef" for c in random)
-
-
-def _remove_files_and_dir(path: str) -> None:
-    """Remove `path` and what is in it: files alone by hand (what compilers leave), a
-    tree below it through `shutil` (`remove_tree` imports it only then)."""
-    remove_named(path, "")
-    try:
-        os.rmdir(path)
-    except OSError as err:
-        if err.errno == errno.ENOTEMPTY:
-            remove_tree(path)
