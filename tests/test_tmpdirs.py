@@ -83,6 +83,29 @@ def test_a_living_owners_directory_stays(tmpdir_env: Path) -> None:
     assert list(tmpdir_env.iterdir()) == []
 
 
+def test_a_directory_caught_while_its_killed_owner_made_or_removed_it_goes_too(
+    tmpdir_env: Path,
+) -> None:
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    dead = int(gone.stdout)  # a process id that no process has now
+    making = tmpdir_env / f".dist-lto-{dead}-0123456789ab"  # killed before its lock
+    making.mkdir()
+    locked_making = tmpdir_env / f".dist-lto-{dead}-123456789abc"  # before its rename
+    locked_making.mkdir()
+    (locked_making / tmpdirs.OWNER).write_text("")
+    removing = tmpdir_env / f"dist-lto-{dead}-23456789abcd"  # its owner file gone first
+    removing.mkdir()
+    (removing / "left.o").write_text("partial")
+    # The same, of a process that lives (this one): left alone.
+    mine = [tmpdir_env / f".dist-lto-{os.getpid()}-3456789abcde",
+            tmpdir_env / f"dist-lto-{os.getpid()}-456789abcdef"]  # fmt: skip
+    for path in mine:
+        path.mkdir()
+    assert tmpdirs.remove_abandoned(str(tmpdir_env), "dist-lto") == 3
+    assert sorted(tmpdir_env.iterdir()) == sorted(mine)
+
+
 def test_only_directories_made_for_that_prefix_are_looked_at(tmpdir_env: Path) -> None:
     _, worker = owner(tmpdir_env, "dist-lto-worker", "kill")
     _, distributor = owner(tmpdir_env, "dist-lto", "kill")

@@ -7,7 +7,10 @@ tool that makes such a directory removes it when it ends; one killed with SIGKIL
 cannot, so each directory holds a file its owner keeps locked (`flock`) while it lives,
 and the next tool to make a directory of the same kind removes those whose lock is
 free. A lock, unlike a process id, is released by the kernel when its holder dies,
-whichever PID namespace it ran in. Standard library only.
+whichever PID namespace it ran in; the process id in the name decides only for a
+directory caught while it was made or removed (no locked file in it yet or any more),
+where misjudging a live owner in another namespace costs it its directory, not its
+work. Standard library only.
 """
 
 import os
@@ -33,8 +36,8 @@ def private_tmpdir(prefix: str) -> str | None:
     base = os.environ.get("TMPDIR") or "/tmp"
     remove_abandoned(base, prefix)
     name = f"{prefix}-{os.getpid()}-{os.urandom(6).hex()}"
-    # Made under a name `remove_abandoned` passes over, and given its final name only
-    # once locked: it never sees one of ours unlocked.
+    # Made under a hidden name and given its final name only once locked: under that
+    # name, `remove_abandoned` never sees one of ours unlocked while it lives.
     making = os.path.join(base, "." + name)
     path = os.path.join(base, name)
     fd = -1
@@ -63,9 +66,11 @@ def remove_private_tmpdir(path: str) -> None:
 
 def remove_abandoned(base: str, prefix: str) -> int:
     """Remove the directories `private_tmpdir(prefix)` made in `base` whose owners are
-    gone (their lock is free); how many. Only this user's, only directories named as
-    that function names them and holding its owner file; nothing followed through a
-    symbolic link."""
+    gone; how many. Gone: its owner file's lock is free or, where there is no owner file
+    (a tool killed while it made or removed its directory, a moment each) or the
+    directory is still under its hidden name, no process has the id its name holds.
+    Only this user's, only directories named as that function names them, never one
+    whose owner file is not a regular file; nothing followed through a symbolic link."""
     import fcntl
 
     removed = 0
@@ -75,7 +80,9 @@ def remove_abandoned(base: str, prefix: str) -> int:
         return 0
     uid = os.getuid()
     for entry in entries:
-        if not _named_by(entry.name, prefix) or entry.path in _held:
+        hidden = entry.name.startswith(".")
+        pid = _owner_pid(entry.name[hidden:], prefix)
+        if pid is None or entry.path in _held:
             continue
         try:
             if (
@@ -83,20 +90,40 @@ def remove_abandoned(base: str, prefix: str) -> int:
                 or entry.stat(follow_symlinks=False).st_uid != uid
             ):
                 continue
-            fd = os.open(os.path.join(entry.path, OWNER), _OWNER_FLAGS)
         except OSError:
             continue
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            fd = os.open(os.path.join(entry.path, OWNER), _OWNER_FLAGS)
+        except FileNotFoundError:
+            fd = -1
+        except OSError:
+            continue
+        try:
+            if fd >= 0:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    continue
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # OSError: its owner lives
+            if (fd < 0 or hidden) and _alive(pid):
                 continue
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             remove_private_dir(entry.path)
             removed += 1
         except OSError:
-            continue  # its owner lives
+            continue
         finally:
-            os.close(fd)
+            if fd >= 0:
+                os.close(fd)
     return removed
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process `pid` exists here (one of another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 _OWNER_FLAGS = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -104,9 +131,12 @@ _OWNER_FLAGS = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 (whose life would otherwise hold the lock)."""
 
 
-def _named_by(name: str, prefix: str) -> bool:
-    """Whether `name` is `PREFIX-PID-RANDOM` as `private_tmpdir(prefix)` makes it."""
+def _owner_pid(name: str, prefix: str) -> int | None:
+    """The process id in `name` when it is `PREFIX-PID-RANDOM` as `private_tmpdir(prefix)`
+    makes it; None otherwise."""
     if not name.startswith(prefix + "-"):
-        return False
+        return None
     pid, _, random = name[len(prefix) + 1 :].partition("-")
-    return pid.isdigit() and len(random) == 12 and all(c in "0123456789abcdef" for c in random)
+    if pid.isdigit() and len(random) == 12 and all(c in "0123456789abcdef" for c in random):
+        return int(pid)
+    return None
