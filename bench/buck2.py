@@ -65,21 +65,27 @@ the plans and their index steps apart, and what the worker took to start). So is
 CPU of Buck2's daemon and of its forkserver over each full build (`/proc`), set
 against the number of actions the build ran.
 
-The variants rotate which goes first, round by round. Each built binary passes the
+Before the first round, each variant makes one full build of each workload that is not
+measured (the warm-up): the first build on a machine also builds what the tools build
+once per user (the compile server, the package's zip) and reads every program and source
+from disk. The variants then rotate which goes first, round by round, and the number of
+rounds is rounded up to a multiple of the number of variants, so that each variant
+builds first, second, ... equally often (of two builds one after the other, the second
+is often the faster by a few percent: docs/benchmarks.md). Each built binary passes the
 workload's functional check. The last lines, per distributed variant and workload:
 `buck2-incremental-opt/VARIANT/WORKLOAD: ran N of M` (the opt actions the one-source
 edit reran, of those the full build ran: the last round's), and
 `buck2-full/VARIANT/WORKLOAD: R of in-process` (median full-build wall time over that of
 the in-process build of the same project); per workload `buck2-backends-cpu/WORKLOAD:
-ours' compile servers X s, in-process link Y s, ratio R` and
-`buck2-daemon-cpu/WORKLOAD: ours X s over N actions, in-process Y s over M; Z ms per
-action more` (medians over the full builds; the difference divided by the actions ours
-runs more, which does not make it a cost per action: docs/benchmarks.md); then
-`buck2-dist/inprocess: <ratio>` and `buck2-incremental-dist/inprocess: <ratio>`, ours
-over in-process, full and incremental builds, summed over the workloads, with the full
-builds' ratio also round by round (`buck2-dist/inprocess by round: ...`: how far one
-round moves it); and the same for ours-batched, ours-noworker, ours-forked,
-ours-queued, ours-noahead and ours-linkbatch.
+ours' compile servers X s, in-process link Y s, ratio R` and `buck2-daemon-cpu/WORKLOAD:
+ours X s over N actions, in-process Y s over M; Z ms per action more` (medians over the
+full builds; the difference divided by the actions ours runs more, which does not make
+it a cost per action: docs/benchmarks.md); then `buck2-dist/inprocess: <ratio>` and
+`buck2-incremental-dist/inprocess: <ratio>`, ours over in-process, full and incremental
+builds, summed over the workloads, with the full builds' ratio also round by round and
+the median of those (`buck2-dist/inprocess by round: ...; median M`: how far one round
+moves it); and the same for ours-batched, ours-noworker, ours-forked, ours-queued,
+ours-noahead and ours-linkbatch.
 
 The scratch projects live in `--dir` (default: the system's temporary directory). The
 header says what a new file costs there: the CPU of creating files and directories in
@@ -90,7 +96,7 @@ several times for minutes after many files are deleted, so every buck-out stays 
 the run ends (`Session`), and a run started just after another one's cleanup pays for
 it (the header shows it).
 
-Usage: .venv/bin/python bench/buck2.py [--workloads lua,zstd] [--rounds 3]
+Usage: .venv/bin/python bench/buck2.py [--workloads lua,zstd] [--rounds 4]
                                        [--variants ours,inprocess,...] [--dir DIR]
 """
 
@@ -467,6 +473,15 @@ class Workload:
         if cpu is not None:
             self.figures.backends_cpu.setdefault(variant, []).append(cpu)
 
+    def warm_up(self, order: list[str]) -> None:
+        """One full build of each variant, checked and not measured."""
+        for variant in order:
+            session = Session(self.project(variant))
+            try:
+                self.checked(session.build(self.target(variant)))
+            finally:
+                session.close()
+
     def round(self, order: list[str], last: bool) -> None:
         f = self.figures
         for variant in order:
@@ -537,8 +552,9 @@ def _row(label: str, values: list[str]) -> str:
 
 def report(loads: list[Workload], rounds: int, variants: list[str], where: str) -> None:
     kinds = ("full", "link", "incremental")
-    print(f"# wall time in s of `buck2 build`, {rounds} rounds, local execution,"
-          f" {os.cpu_count()} CPUs; load average at the end: {os.getloadavg()[0]:.2f}")  # fmt: skip
+    print(f"# wall time in s of `buck2 build`, {rounds} rounds after a warm-up build, local"
+          f" execution, {os.cpu_count()} CPUs;"
+          f" load average at the end: {os.getloadavg()[0]:.2f}")  # fmt: skip
     print(f"# {where}")
     print("# (tail: the part after the build's last compile ended)")
     for load in loads:
@@ -633,14 +649,17 @@ def report(loads: list[Workload], rounds: int, variants: list[str], where: str) 
                     )
                 ]
                 shown = ", ".join(f"{r:.3f}" for r in by_round)
-                print(f"{prefix}-{label}/inprocess by round: {shown}")
+                median = f"; median {statistics.median(by_round):.3f}" if by_round else ""
+                print(f"{prefix}-{label}/inprocess by round: {shown}{median}")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workloads", default="lua,zstd")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--rounds", type=int, default=4,
+                        help="rounded up to a multiple of the number of variants")  # fmt: skip
+    parser.add_argument("--variants", default="ours,inprocess",
+                        help=f"of {', '.join(VARIANTS)} (default: %(default)s)")  # fmt: skip
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()),
                         help="where the scratch projects go (default: %(default)s)")  # fmt: skip
     args = parser.parse_args()
@@ -661,16 +680,20 @@ def main() -> int:
         if "upstream" in kinds:
             projects["upstream"] = upstream_scratch_project(Path(tmp) / "upstream")
         loads = [Workload(projects, name, variants) for name in args.workloads.split(",")]
-        for round_ in range(args.rounds):
+        for load in loads:
+            load.warm_up(variants)
+            print(f"# warm-up {load.name} done", file=sys.stderr, flush=True)
+        rounds = -(-max(args.rounds, 1) // len(variants)) * len(variants)
+        for round_ in range(rounds):
             shift = round_ % len(variants)
             order = variants[shift:] + variants[:shift]
             for load in loads:
-                load.round(order, last=round_ == args.rounds - 1)
+                load.round(order, last=round_ == rounds - 1)
                 print(f"# round {round_ + 1} {load.name} done", file=sys.stderr, flush=True)
         where = (f"projects in {base} ({filesystem(base)}): a new file or directory there costs"
                  f" {before:.0f} us of CPU before the first build, {file_cost(base):.0f} us"
                  " after the last")  # fmt: skip
-        report(loads, args.rounds, variants, where)
+        report(loads, rounds, variants, where)
     return 0
 
 
