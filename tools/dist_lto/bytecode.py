@@ -31,14 +31,14 @@ directory (no HOME, as on a remote executor) the zip is made every time.
 
 import hashlib
 import importlib.util
-import io
-import marshal
 import os
-import re
 import stat
 import sys
 import time
-import zipfile
+
+# `io`, `marshal`, `re` and `zipfile` are imported where a zip is made: a build that
+# takes the zip from the cache does not load them (`zipfile` and `re` were half of the
+# CPU such a build's action took).
 
 ENTRY_MODULES = (
     "dist_lto.__main__",
@@ -66,10 +66,9 @@ KEPT = 8
 """How many zips the cache keeps, the most recently used."""
 _DIGEST = 32
 """A cached zip starts with the SHA-256 of the rest, which a hit checks."""
-_IMPORT = re.compile(
-    r"^[ \t]*(?:from[ \t]+(dist_lto(?:\.\w+)*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#]*)"
-    r"|import[ \t]+(dist_lto(?:\.\w+)*))",
-    re.MULTILINE,
+_IMPORT = (
+    r"(?m)^[ \t]*(?:from[ \t]+(dist_lto(?:\.\w+)*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#]*)"
+    r"|import[ \t]+(dist_lto(?:\.\w+)*))"
 )
 
 
@@ -82,8 +81,10 @@ def module_of(path: str) -> str:
 def imported(source: str, modules: set[str]) -> set[str]:
     """The modules of `modules` that `source`'s import statements load: each module
     named, its parent packages, and each name imported from a package that is a module."""
+    import re
+
     found: set[str] = set()
-    for base, names, plain in _IMPORT.findall(source):
+    for base, names, plain in re.findall(_IMPORT, source):
         named = {base or plain}
         if base:
             named |= {f"{base}.{n}" for n in re.findall(r"\w+", names)}
@@ -109,15 +110,11 @@ def closure(sources: dict[str, str]) -> set[str]:
 def bytecode(source: bytes, path: str) -> bytes:
     """What `py_compile` writes for `source`, named `path` in tracebacks, with an
     unchecked hash: it does not depend on when or where it is made."""
+    import marshal
+
     code = compile(source, path, "exec", dont_inherit=True)
     header = importlib.util.MAGIC_NUMBER + _UNCHECKED_HASH.to_bytes(4, "little")
     return header + importlib.util.source_hash(source) + marshal.dumps(code)
-
-
-def _entry(name: str) -> zipfile.ZipInfo:
-    info = zipfile.ZipInfo(name, _DATE)
-    info.external_attr = 0o644 << 16
-    return info
 
 
 def user_cache_dir() -> str | None:
@@ -242,10 +239,15 @@ def zipped(sources: dict[str, bytes]) -> bytes | None:
                 return None
         else:
             members[rel] = data
+    import io
+    import zipfile
+
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
         for name, data in sorted(members.items()):
-            archive.writestr(_entry(name), data)
+            info = zipfile.ZipInfo(name, _DATE)
+            info.external_attr = 0o644 << 16
+            archive.writestr(info, data)
     return buffer.getvalue()
 
 
