@@ -31,14 +31,15 @@ directory (no HOME, as on a remote executor) the zip is made every time.
 
 import hashlib
 import importlib.util
+import io
+import marshal
 import os
 import stat
 import sys
 import time
 
-# `io`, `marshal`, `re` and `zipfile` are imported where a zip is made: a build that
-# takes the zip from the cache does not load them (`zipfile` and `re` were half of the
-# CPU such a build's action took).
+# `re` and `zipfile` are imported where a zip is made: loading them would be half of the
+# CPU of an action that takes the zip from the cache.
 
 ENTRY_MODULES = (
     "dist_lto.__main__",
@@ -110,8 +111,6 @@ def closure(sources: dict[str, str]) -> set[str]:
 def bytecode(source: bytes, path: str) -> bytes:
     """What `py_compile` writes for `source`, named `path` in tracebacks, with an
     unchecked hash: it does not depend on when or where it is made."""
-    import marshal
-
     code = compile(source, path, "exec", dont_inherit=True)
     header = importlib.util.MAGIC_NUMBER + _UNCHECKED_HASH.to_bytes(4, "little")
     return header + importlib.util.source_hash(source) + marshal.dumps(code)
@@ -239,7 +238,6 @@ def zipped(sources: dict[str, bytes]) -> bytes | None:
                 return None
         else:
             members[rel] = data
-    import io
     import zipfile
 
     buffer = io.BytesIO()
