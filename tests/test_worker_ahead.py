@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from dist_lto.worker import slots as slots_module
@@ -133,6 +134,55 @@ def test_a_module_replaced_after_its_backend_ran_ahead_is_compiled_again(
     assert AHEAD not in client.log()
     for module in rest:
         assert (root / f"{module}.w.o").read_bytes()[:4] == b"\x7fELF"
+
+
+def test_backends_run_ahead_read_each_module_once_with_the_workers_requests(
+    root: Path, llvm: Llvm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A backend run ahead checks its module and those it imports against its index as
+    a request does, remembering them in the worker's verified modules: a module is read
+    once for all the backends that import it, ahead or requested."""
+    from dist_lto import backend as backend_module
+    from dist_lto import opt_request
+    from dist_lto.worker.ahead import RunAhead
+
+    client = WorkerClient(str(root / "p.sock"), str(root))
+    try:
+        plan = client.execute(["plan", "meta.json", "--", llvm.clang, "-fuse-ld=lld", "-O2"])
+        assert (plan.exit_code, plan.stderr) == (0, "")
+    finally:
+        client.close()
+    monkeypatch.chdir(root)
+    reads: list[str] = []  # the modules whose hashes were read
+    check = backend_module._check_module_hash
+
+    def checking(module: str, *args: Any, **kwargs: Any) -> None:
+        reads.append(module)
+        check(module, *args, **kwargs)
+
+    monkeypatch.setattr(backend_module, "_check_module_hash", checking)
+    verified = backend_module.VerifiedModules(files=True)
+    ahead = RunAhead(str(root / "store"), lambda clang: None, print, verified)
+    ahead.learn(["meta.json", "--", llvm.clang])
+    first, *rest = MODULES
+    request = opt_request.parse_fast(backend(first, f"{first}.w.o", llvm.clang))
+    assert request is not None and ahead.claim(request) is None
+    ended = threading.Semaphore(0)
+    ahead.ended = ended.release
+    started = 0
+    while ahead.start_next():
+        started += 1
+        assert ended.acquire(timeout=60)
+    try:
+        assert started == len(rest)
+        assert reads and len(reads) == len(set(reads)), reads
+        opt_request.execute(request, verified=verified)  # the first request, after them
+        assert len(reads) == len(set(reads)), reads
+        for module in rest:
+            request = opt_request.parse_fast(backend(module, f"{module}.w.o", llvm.clang))
+            assert request is not None and ahead.claim(request) is not None
+    finally:
+        ahead.close()
 
 
 def test_a_finished_compiles_turn_is_lent_only_while_its_slot_is_on_its_way_back(

@@ -41,7 +41,7 @@ from dist_lto.opt_request import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from dist_lto.backend import Runner
+    from dist_lto.backend import Runner, VerifiedModules
     from dist_lto.worker.reuse import Inputs
 
 LINKS = "ran-ahead"
@@ -106,12 +106,19 @@ class RunAhead:
     """The worker's backends run ahead, under the reuse store's directory `store_root`."""
 
     def __init__(
-        self, store_root: str, runner: Callable[[str], Runner], note: Callable[[str], None]
+        self,
+        store_root: str,
+        runner: Callable[[str], Runner],
+        note: Callable[[str], None],
+        verified: VerifiedModules | None = None,
     ) -> None:
         self.store_root = store_root
         self.runner = runner
         """The runner of a compiler's backends (the worker's pooled compilers)."""
         self.note = note
+        self.verified = verified
+        """The modules the worker's backends found to match their indexes, which a
+        backend run ahead checks only once, as its requests do."""
         self.lock = threading.Lock()
         self.candidates: dict[tuple[str, str], Candidate] = {}
         """Backends not asked for yet, by their module and index."""
@@ -215,8 +222,8 @@ class RunAhead:
             opts = copy_options(template)
             opts.input, opts.index, opts.out = candidate.input, candidate.index, ""
             candidate.command = backend_command(opts, None)
-            before, _ = _read(candidate.input, candidate.index)
-            check_primary(candidate.input, candidate.index)
+            before, inputs = _read(candidate.input, candidate.index)
+            check_primary(candidate.input, candidate.index, inputs.table, self.verified)
             scratch = self._dir()
             out = os.path.join(scratch, f"{number}.o")
             candidate.warnings = run_backend(

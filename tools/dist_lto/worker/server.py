@@ -20,7 +20,7 @@ from dist_lto.worker import http2, protocol
 from dist_lto.worker.ahead import RunAhead
 from dist_lto.worker.links import LinkerLines
 from dist_lto.worker.plans import Planner
-from dist_lto.worker.requests import CompilerPool, Running, run_request
+from dist_lto.worker.requests import VERIFIED, CompilerPool, Running, run_request
 from dist_lto.worker.reuse import Store
 from dist_lto.worker.slots import Slots
 
@@ -52,7 +52,7 @@ class OptService:
         self.slots = Slots(jobs, lambda most: log(f"{most} compiling at once"), run_ahead)
         self.ahead = None
         if run_ahead and store is not None and planner is not None:
-            self.ahead = RunAhead(store.root, pool.runner, log)
+            self.ahead = RunAhead(store.root, pool.runner, log, VERIFIED)
             self.ahead.ended = self.slots.ahead_ended
             self.slots.ahead = self.ahead.start_next
         self.lock = threading.Lock()
