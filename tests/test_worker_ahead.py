@@ -163,17 +163,17 @@ def test_backends_run_ahead_read_each_module_once_with_the_workers_requests(
     monkeypatch.setattr(backend_module, "_check_module_hash", checking)
     verified = backend_module.VerifiedModules(files=True)
     ahead = RunAhead(str(root / "store"), lambda clang: None, print, verified)
-    ahead.learn(["meta.json", "--", llvm.clang])
-    first, *rest = MODULES
-    request = opt_request.parse_fast(backend(first, f"{first}.w.o", llvm.clang))
-    assert request is not None and ahead.claim(request) is None
     ended = threading.Semaphore(0)
     ahead.ended = ended.release
-    started = 0
-    while ahead.start_next():
-        started += 1
-        assert ended.acquire(timeout=60)
     try:
+        ahead.learn(["meta.json", "--", llvm.clang])
+        first, *rest = MODULES
+        request = opt_request.parse_fast(backend(first, f"{first}.w.o", llvm.clang))
+        assert request is not None and ahead.claim(request) is None
+        started = 0
+        while ahead.start_next():  # one at a time, largest first
+            started += 1
+            assert ended.acquire(timeout=60)
         assert started == len(rest)
         assert reads and len(reads) == len(set(reads)), reads
         opt_request.execute(request, verified=verified)  # the first request, after them
