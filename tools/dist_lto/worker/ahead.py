@@ -110,7 +110,7 @@ class RunAhead:
         store_root: str,
         runner: Callable[[str], Runner],
         note: Callable[[str], None],
-        verified: VerifiedModules | None = None,
+        verified: VerifiedModules,
     ) -> None:
         self.store_root = store_root
         self.runner = runner
