@@ -84,7 +84,9 @@ it a cost per action: docs/benchmarks.md); then `buck2-dist/inprocess: <ratio>` 
 `buck2-incremental-dist/inprocess: <ratio>`, ours over in-process, full and incremental
 builds, summed over the workloads, with the full builds' ratio also round by round and
 the median of those (`buck2-dist/inprocess by round: ...; median M`: how far one round
-moves it); and the same for ours-batched, ours-noworker, ours-forked, ours-queued,
+moves it) and the ratio's 90% interval over the rounds drawn again with replacement
+(`buck2-dist/inprocess 90% interval, rounds resampled: L-H`: how far another run on the
+same machine could move it); and the same for ours-batched, ours-noworker, ours-forked, ours-queued,
 ours-noahead and ours-linkbatch.
 
 The scratch projects live in `--dir` (default: the system's temporary directory). The
@@ -105,12 +107,14 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import random
 import shutil
 import statistics
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -651,6 +655,35 @@ def report(loads: list[Workload], rounds: int, variants: list[str], where: str) 
                 shown = ", ".join(f"{r:.3f}" for r in by_round)
                 median = f"; median {statistics.median(by_round):.3f}" if by_round else ""
                 print(f"{prefix}-{label}/inprocess by round: {shown}{median}")
+                if len(by_round) > 1:
+                    low, high = paired_interval(
+                        [[w.figures.full[v][i].wall for i in range(len(by_round))] for w in loads]
+                        for v in (ours, "inprocess")
+                    )
+                    print(f"{prefix}-{label}/inprocess 90% interval, rounds resampled:"
+                          f" {low:.3f}-{high:.3f}")  # fmt: skip
+
+
+def paired_interval(
+    walls: Iterable[list[list[float]]], resamples: int = 2000
+) -> tuple[float, float]:
+    """The 5th and 95th percentiles of the headline ratio (sum over workloads of median
+    wall times, one variant over the other) over `resamples` draws of the rounds with
+    replacement, the same rounds for both variants and every workload: how far the
+    ratio would move in another run on the same machine. `walls` holds each variant's
+    wall times per workload per round. Seeded, so a report is reproducible."""
+    ours, theirs = walls
+    rounds = len(ours[0])
+    draw = random.Random(0)
+    ratios = []
+    for _ in range(resamples):
+        picked = [draw.randrange(rounds) for _ in range(rounds)]
+        ratios.append(
+            sum(statistics.median(w[i] for i in picked) for w in ours)
+            / sum(statistics.median(w[i] for i in picked) for w in theirs)
+        )
+    ratios.sort()
+    return ratios[resamples // 20], ratios[resamples - 1 - resamples // 20]
 
 
 def main() -> int:
