@@ -85,9 +85,10 @@ it a cost per action: docs/benchmarks.md); then `buck2-dist/inprocess: <ratio>` 
 builds, summed over the workloads, with the full builds' ratio also round by round and
 the median of those (`buck2-dist/inprocess by round: ...; median M`: how far one round
 moves it) and the ratio's 90% interval over the rounds drawn again with replacement
-(`buck2-dist/inprocess 90% interval, rounds resampled: L-H`: how far another run on the
-same machine could move it); and the same for ours-batched, ours-noworker, ours-forked, ours-queued,
-ours-noahead and ours-linkbatch.
+(`buck2-dist/inprocess 90% interval, rounds resampled: L-H`: how far the scatter of
+this run's rounds moves it, not how the machine's pace drifts from run to run); and the
+same for ours-batched, ours-noworker, ours-forked, ours-queued, ours-noahead and
+ours-linkbatch.
 
 The scratch projects live in `--dir` (default: the system's temporary directory). The
 header says what a new file costs there: the CPU of creating files and directories in
@@ -114,7 +115,6 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -656,23 +656,23 @@ def report(loads: list[Workload], rounds: int, variants: list[str], where: str) 
                 median = f"; median {statistics.median(by_round):.3f}" if by_round else ""
                 print(f"{prefix}-{label}/inprocess by round: {shown}{median}")
                 if len(by_round) > 1:
-                    low, high = paired_interval(
-                        [[w.figures.full[v][i].wall for i in range(len(by_round))] for w in loads]
+                    walls = {
+                        v: [[b.wall for b in w.figures.full[v][: len(by_round)]] for w in loads]
                         for v in (ours, "inprocess")
-                    )
+                    }
+                    low, high = paired_interval(walls[ours], walls["inprocess"])
                     print(f"{prefix}-{label}/inprocess 90% interval, rounds resampled:"
                           f" {low:.3f}-{high:.3f}")  # fmt: skip
 
 
 def paired_interval(
-    walls: Iterable[list[list[float]]], resamples: int = 2000
+    ours: list[list[float]], theirs: list[list[float]], resamples: int = 2000
 ) -> tuple[float, float]:
-    """The 5th and 95th percentiles of the headline ratio (sum over workloads of median
-    wall times, one variant over the other) over `resamples` draws of the rounds with
-    replacement, the same rounds for both variants and every workload: how far the
-    ratio would move in another run on the same machine. `walls` holds each variant's
-    wall times per workload per round. Seeded, so a report is reproducible."""
-    ours, theirs = walls
+    """The 5th and 95th percentiles of the headline ratio (the sum over workloads of
+    the median wall times, `ours` over `theirs`, each a list per workload of one time
+    per round) over `resamples` draws of the rounds with replacement, the same rounds
+    for both variants and every workload: how far the scatter of one run's rounds moves
+    the ratio. Seeded, so a report is reproducible."""
     rounds = len(ours[0])
     draw = random.Random(0)
     ratios = []
