@@ -637,50 +637,50 @@ def report(loads: list[Workload], rounds: int, variants: list[str], where: str) 
         if ours not in variants or "inprocess" not in variants:
             continue
         for kind, prefix in (("full", "buck2"), ("incremental", "buck2-incremental")):
-            total = {
-                v: sum(
-                    statistics.median(b.wall for b in getattr(w.figures, kind)[v]) for w in loads
-                )
+            walls = {
+                v: [[b.wall for b in getattr(w.figures, kind)[v]] for w in loads]
                 for v in (ours, "inprocess")
             }
-            print(f"{prefix}-{label}/inprocess: {total[ours] / total['inprocess']:.3f}")
+            print(f"{prefix}-{label}/inprocess: {headline(walls[ours], walls['inprocess']):.3f}")
             if kind == "full":  # the same, round by round: how far one round moves it
+                rounds = min(len(series) for v in walls for series in walls[v])
+                paired = {v: [series[:rounds] for series in walls[v]] for v in walls}
                 by_round = [
-                    sum(w.figures.full[ours][i].wall for w in loads)
-                    / sum(w.figures.full["inprocess"][i].wall for w in loads)
-                    for i in range(
-                        min(len(w.figures.full[v]) for w in loads for v in (ours, "inprocess"))
-                    )
+                    sum(series[i] for series in paired[ours])
+                    / sum(series[i] for series in paired["inprocess"])
+                    for i in range(rounds)
                 ]
                 shown = ", ".join(f"{r:.3f}" for r in by_round)
                 median = f"; median {statistics.median(by_round):.3f}" if by_round else ""
                 print(f"{prefix}-{label}/inprocess by round: {shown}{median}")
-                if len(by_round) > 1:
-                    walls = {
-                        v: [[b.wall for b in w.figures.full[v][: len(by_round)]] for w in loads]
-                        for v in (ours, "inprocess")
-                    }
-                    low, high = paired_interval(walls[ours], walls["inprocess"])
+                if rounds > 1:
+                    low, high = paired_interval(paired[ours], paired["inprocess"])
                     print(f"{prefix}-{label}/inprocess 90% interval, rounds resampled:"
                           f" {low:.3f}-{high:.3f}")  # fmt: skip
+
+
+def headline(ours: list[list[float]], theirs: list[list[float]]) -> float:
+    """The sum over workloads of the median wall times, `ours` over `theirs` (each a
+    list per workload of one time per round)."""
+    return sum(statistics.median(w) for w in ours) / sum(statistics.median(w) for w in theirs)
 
 
 def paired_interval(
     ours: list[list[float]], theirs: list[list[float]], resamples: int = 2000
 ) -> tuple[float, float]:
-    """The 5th and 95th percentiles of the headline ratio (the sum over workloads of
-    the median wall times, `ours` over `theirs`, each a list per workload of one time
-    per round) over `resamples` draws of the rounds with replacement, the same rounds
-    for both variants and every workload: how far the scatter of one run's rounds moves
-    the ratio. Seeded, so a report is reproducible."""
+    """The 5th and 95th percentiles of the `headline` ratio over `resamples` draws of
+    the rounds with replacement, the same rounds for both variants and every workload:
+    how far the scatter of one run's rounds moves the ratio. Seeded, so a report is
+    reproducible."""
     rounds = len(ours[0])
     draw = random.Random(0)
     ratios = []
     for _ in range(resamples):
         picked = [draw.randrange(rounds) for _ in range(rounds)]
         ratios.append(
-            sum(statistics.median(w[i] for i in picked) for w in ours)
-            / sum(statistics.median(w[i] for i in picked) for w in theirs)
+            headline(
+                [[w[i] for i in picked] for w in ours], [[w[i] for i in picked] for w in theirs]
+            )
         )
     ratios.sort()
     return ratios[resamples // 20], ratios[resamples - 1 - resamples // 20]
