@@ -643,17 +643,17 @@ def report(loads: list[Workload], rounds: int, variants: list[str], where: str) 
             }
             print(f"{prefix}-{label}/inprocess: {headline(walls[ours], walls['inprocess']):.3f}")
             if kind == "full":  # the same, round by round: how far one round moves it
-                rounds = min(len(series) for v in walls for series in walls[v])
-                paired = {v: [series[:rounds] for series in walls[v]] for v in walls}
+                both = min(len(series) for v in walls for series in walls[v])
+                paired = {v: [series[:both] for series in walls[v]] for v in walls}
                 by_round = [
                     sum(series[i] for series in paired[ours])
                     / sum(series[i] for series in paired["inprocess"])
-                    for i in range(rounds)
+                    for i in range(both)
                 ]
                 shown = ", ".join(f"{r:.3f}" for r in by_round)
                 median = f"; median {statistics.median(by_round):.3f}" if by_round else ""
                 print(f"{prefix}-{label}/inprocess by round: {shown}{median}")
-                if rounds > 1:
+                if both > 1:
                     low, high = paired_interval(paired[ours], paired["inprocess"])
                     print(f"{prefix}-{label}/inprocess 90% interval, rounds resampled:"
                           f" {low:.3f}-{high:.3f}")  # fmt: skip
